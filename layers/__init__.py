@@ -1,0 +1,21 @@
+"""Backend-agnostic attention layers for Keras 3.
+
+Each layer uses only `keras` (and numpy), so it runs on the tensorflow, jax
+and torch backends, and importing this package loads none of them itself.
+"""
+
+from zoo.layers.additive_attention import AdditiveAttention
+from zoo.layers.base_attention import BaseAttention
+from zoo.layers.base_attention import masked_softmax
+from zoo.layers.local_attention import LocalAttention
+from zoo.layers.luong_attention import LuongAttention
+from zoo.layers.multi_head_attention import MultiHeadAttention
+
+__all__ = [
+    "AdditiveAttention",
+    "BaseAttention",
+    "LocalAttention",
+    "LuongAttention",
+    "MultiHeadAttention",
+    "masked_softmax",
+]

@@ -1,0 +1,105 @@
+"""The checks that every attention layer passes, the same way.
+
+`check_layer` is the one helper each layer's test file calls (in the manner of
+keras-hub's `run_layer_test`): a new layer is held to the whole contract by a
+single line.
+"""
+
+import keras
+import numpy as np
+from keras import ops
+
+# Tolerances of a mixed-precision output against the float32 output of the
+# same weights: float16 keeps about 3 decimal digits, bfloat16 about 2.
+MIXED_PRECISION_TOLERANCE = {"mixed_float16": 2e-2, "mixed_bfloat16": 1e-1}
+
+
+def to_numpy(x):
+    return ops.convert_to_numpy(x)
+
+
+def _functional_model(layer, query, value, call_kwargs):
+    query_input = keras.Input(query.shape[1:], name="query")
+    value_input = keras.Input(value.shape[1:], name="value")
+    output = layer(query_input, value_input, **call_kwargs)
+    return keras.Model([query_input, value_input], output)
+
+
+def check_config_round_trip(make_layer, query, value, call_kwargs):
+    layer = make_layer()
+    layer(query, value, **call_kwargs)
+    config = layer.get_config()
+    clone = type(layer).from_config(config)
+    assert clone.get_config() == config
+
+
+def check_symbolic_call(make_layer, query, value, call_kwargs):
+    model = _functional_model(make_layer(), query, value, call_kwargs)
+    eager = model([query, value])
+    assert tuple(model.output.shape)[1:] == tuple(eager.shape)[1:]
+    assert model.output.shape[0] is None
+
+
+def check_save_and_reload(make_layer, query, value, call_kwargs, tmp_path):
+    model = _functional_model(make_layer(), query, value, call_kwargs)
+    expected = to_numpy(model([query, value]))
+    path = str(tmp_path / "layer.keras")
+    model.save(path)
+    reloaded = keras.saving.load_model(path, safe_mode=True)
+    np.testing.assert_allclose(
+        to_numpy(reloaded([query, value])), expected, rtol=0, atol=1e-6
+    )
+
+
+def check_every_weight_trains(make_layer, query, value, call_kwargs):
+    """One `fit` step with plain SGD changes every trainable weight.
+
+    With SGD a weight moves by `-learning_rate * gradient`, so a weight that
+    does not move got a zero gradient (or none at all).
+    """
+    layer = make_layer()
+    model = _functional_model(layer, query, value, call_kwargs)
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.5), loss="mse")
+    target = np.random.default_rng(0).normal(size=model.output.shape[1:])
+    target = np.broadcast_to(target, (query.shape[0],) + target.shape)
+    assert layer.trainable_weights, "the layer has no trainable weights"
+    before = [to_numpy(w).copy() for w in layer.trainable_weights]
+    model.fit([query, value], target, batch_size=query.shape[0], epochs=1, verbose=0)
+    for weight, old in zip(layer.trainable_weights, before):
+        assert not np.array_equal(to_numpy(weight), old), (
+            f"weight {weight.path} got no gradient in one fit step"
+        )
+
+
+def check_mixed_precision(make_layer, query, value, call_kwargs):
+    reference = make_layer()
+    expected = to_numpy(reference(query, value, **call_kwargs))
+    for policy, tolerance in MIXED_PRECISION_TOLERANCE.items():
+        layer = make_layer(dtype=policy)
+        layer(query, value, **call_kwargs)
+        layer.set_weights(reference.get_weights())
+        output = layer(query, value, **call_kwargs)
+        assert keras.backend.standardize_dtype(output.dtype) == layer.compute_dtype
+        output = to_numpy(output).astype("float32")
+        assert np.all(np.isfinite(output)), policy
+        np.testing.assert_allclose(output, expected, atol=tolerance, err_msg=policy)
+
+
+def check_layer(make_layer, query, value, tmp_path, call_kwargs=None):
+    """Runs every common check on a layer.
+
+    Args:
+        make_layer: callable taking optional layer keyword arguments (e.g.
+            `dtype=`) and returning a new, unbuilt layer. Two layers it makes
+            must have weights of the same shapes.
+        query: numpy array, `[batch, Tq, dq]`.
+        value: numpy array, `[batch, Tv, dv]`.
+        tmp_path: a folder for the saved model (pytest's `tmp_path`).
+        call_kwargs: optional dict of non-tensor call arguments.
+    """
+    call_kwargs = call_kwargs or {}
+    check_config_round_trip(make_layer, query, value, call_kwargs)
+    check_symbolic_call(make_layer, query, value, call_kwargs)
+    check_save_and_reload(make_layer, query, value, call_kwargs, tmp_path)
+    check_every_weight_trains(make_layer, query, value, call_kwargs)
+    check_mixed_precision(make_layer, query, value, call_kwargs)
