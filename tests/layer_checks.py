@@ -103,3 +103,39 @@ def check_layer(make_layer, query, value, tmp_path, call_kwargs=None):
     check_save_and_reload(make_layer, query, value, call_kwargs, tmp_path)
     check_every_weight_trains(make_layer, query, value, call_kwargs)
     check_mixed_precision(make_layer, query, value, call_kwargs)
+
+
+def gradient_magnitudes(model, x, y, loss_fn):
+    """{weight path: max |d loss / d weight|} for every trainable weight.
+
+    A backend-specific gradient (tests may import the backends; the library
+    may not): unlike "did one SGD step move the weight", it also sees a
+    gradient that is real but too small to move a float32 weight.
+    """
+    backend = keras.backend.backend()
+    weights = model.trainable_variables
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        gradients = tape.gradient(loss, weights)
+    elif backend == "torch":
+        model.zero_grad()
+        loss = loss_fn(y, model(x, training=True))
+        loss.backward()
+        gradients = [w.value.grad for w in weights]
+    else:
+        import jax
+
+        non_trainable = [w.value for w in model.non_trainable_variables]
+
+        def loss_of(trainable):
+            output, _ = model.stateless_call(trainable, non_trainable, x, training=True)
+            return loss_fn(y, output)
+
+        gradients = jax.grad(loss_of)([w.value for w in weights])
+    return {
+        w.path: 0.0 if g is None else float(np.max(np.abs(to_numpy(g))))
+        for w, g in zip(weights, gradients)
+    }

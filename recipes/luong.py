@@ -1,0 +1,194 @@
+"""Luong, Pham and Manning (2015): global and local attention, input feeding."""
+
+import keras
+from keras import ops
+
+from zoo.layers import LocalAttention
+from zoo.layers import LuongAttention
+from zoo.recipes.seq2seq import Seq2SeqRecipe
+from zoo.recipes.seq2seq import source_mask
+
+ATTENTION_TYPES = ("global", "local-m", "local-p")
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class Luong(Seq2SeqRecipe):
+    """The attentional translator of Luong et al. (2015).
+
+    Stacked LSTMs encode the source and decode the target. Attention comes
+    after the decoder's step: the top state h_t attends over the encoder's
+    top states (global attention with the dot, general or concat score, or
+    local-m / local-p attention over a window of `2 * window + 1`), and the
+    attentional state `h~_t = tanh(W_c [c_t; h_t])` gives
+    `p(y_t) = softmax(W_s h~_t)`. With input feeding, `h~_{t-1}` is fed to
+    the first LSTM layer beside the previous word, so the model knows its
+    past alignments; without it the decoder is a plain stacked LSTM and the
+    whole target is attended at once.
+
+    Args:
+        source_vocabulary_size, target_vocabulary_size: vocabulary sizes.
+        embedding_dim: int, word embedding size.
+        hidden_dim: int, LSTM size (1000 in the paper).
+        num_layers: int, LSTM layers in encoder and decoder (4).
+        attention: `"global"`, `"local-m"` or `"local-p"`.
+        score: `"dot"`, `"general"` or `"concat"`.
+        window: int, D of local attention (10).
+        input_feeding: bool.
+        dropout: float, dropout between layers and before the softmax (0.2).
+        **kwargs: see `Seq2SeqRecipe`.
+
+    References:
+        - [Luong et al., 2015](https://arxiv.org/abs/1508.04025)
+    """
+
+    def __init__(
+        self,
+        source_vocabulary_size,
+        target_vocabulary_size,
+        embedding_dim=1000,
+        hidden_dim=1000,
+        num_layers=4,
+        attention="global",
+        score="general",
+        window=10,
+        input_feeding=True,
+        dropout=0.0,
+        **kwargs,
+    ):
+        super().__init__(source_vocabulary_size, target_vocabulary_size, **kwargs)
+        if attention not in ATTENTION_TYPES:
+            raise ValueError(
+                f"`attention` must be one of {', '.join(ATTENTION_TYPES)}. "
+                f"Received: attention={attention!r}"
+            )
+        self.embedding_dim = embedding_dim
+        self.hidden_dim = hidden_dim
+        self.num_layers = num_layers
+        self.attention_type = attention
+        self.score = score
+        self.window = window
+        self.input_feeding = bool(input_feeding)
+        self.dropout = dropout
+        self.source_embedding = keras.layers.Embedding(
+            source_vocabulary_size, embedding_dim, mask_zero=True, name="source_embedding"
+        )
+        self.target_embedding = keras.layers.Embedding(
+            target_vocabulary_size, embedding_dim, name="target_embedding"
+        )
+        self.encoder_layers = [
+            keras.layers.LSTM(
+                hidden_dim, return_sequences=True, return_state=True, name=f"encoder_{i}"
+            )
+            for i in range(num_layers)
+        ]
+        self.decoder_cells = [
+            keras.layers.LSTMCell(hidden_dim, name=f"decoder_cell_{i}")
+            for i in range(num_layers)
+        ]
+        # The same cells, run over a whole target when there is no input feeding.
+        self.decoder = keras.layers.RNN(
+            keras.layers.StackedRNNCells(self.decoder_cells),
+            return_sequences=True,
+            name="decoder",
+        )
+        if attention == "global":
+            self.attention = LuongAttention(score=score, name="attention")
+        else:
+            self.attention = LocalAttention(
+                mode=attention, window=window, score=score, name="attention"
+            )
+        self.attentional_dense = keras.layers.Dense(
+            hidden_dim, activation="tanh", use_bias=False, name="attentional_state"
+        )
+        self.output_projection = keras.layers.Dense(
+            target_vocabulary_size, name="output_projection"
+        )
+        self.dropout_layer = keras.layers.Dropout(dropout)
+
+    @property
+    def recurrent_state_keys(self):
+        keys = tuple(f"{kind}_{i}" for i in range(self.num_layers) for kind in ("h", "c"))
+        return keys + (("feed",) if self.input_feeding else ())
+
+    @property
+    def feature_size(self):
+        return self.hidden_dim
+
+    def encode(self, source, training=None):
+        mask = source_mask(source, self.pad_id)
+        outputs = self.source_embedding(source)
+        state = {"source_mask": mask}
+        for i, layer in enumerate(self.encoder_layers):
+            outputs = self.dropout_layer(outputs, training=training)
+            outputs, state[f"h_{i}"], state[f"c_{i}"] = layer(
+                outputs, mask=mask, training=training
+            )
+        if not self.attention.built:
+            self.attention.build((None, self.hidden_dim), tuple(outputs.shape))
+        state["memory"] = outputs
+        state["projected_keys"] = self.attention.project_keys(outputs)
+        if self.input_feeding:
+            state["feed"] = ops.zeros_like(state["h_0"])
+        return state
+
+    def embed_targets(self, tokens, training=None):
+        return self.dropout_layer(self.target_embedding(tokens), training=training)
+
+    def _attentional_state(self, top, state, step):
+        """h~ = tanh(W_c [c; h]) for a top state `[B, H]` or `[B, T, H]`."""
+        kwargs = {"step": step} if isinstance(self.attention, LocalAttention) else {}
+        context, attention = self.attention(
+            top,
+            state["memory"],
+            projected_key=state["projected_keys"],
+            value_mask=state["source_mask"],
+            return_attention_scores=True,
+            **kwargs,
+        )
+        return self.attentional_dense(ops.concatenate([context, top], axis=-1)), attention
+
+    def recurrent_step(self, embedded, state, step):
+        inputs = embedded
+        if self.input_feeding:
+            inputs = ops.concatenate([embedded, state["feed"]], axis=-1)
+        new_state = dict(state)
+        for i, cell in enumerate(self.decoder_cells):
+            inputs, (new_state[f"h_{i}"], new_state[f"c_{i}"]) = cell(
+                inputs, [state[f"h_{i}"], state[f"c_{i}"]]
+            )
+        attentional, attention = self._attentional_state(inputs, state, step)
+        if self.input_feeding:
+            new_state["feed"] = attentional
+        return attentional, new_state, attention
+
+    def call(self, inputs, training=None):
+        if self.input_feeding:
+            return super().call(inputs, training=training)
+        # Without input feeding nothing in the recurrence depends on the
+        # attention, so the stacked LSTM runs first and all target steps
+        # attend at once.
+        state = self.encode(inputs["source"], training=training)
+        embedded = self.embed_targets(inputs["target_in"], training=training)
+        initial = [[state[f"h_{i}"], state[f"c_{i}"]] for i in range(self.num_layers)]
+        top = self.decoder(embedded, initial_state=initial, training=training)
+        attentional, _ = self._attentional_state(top, state, 0)
+        return self.output_logits(attentional, training=training)
+
+    def output_logits(self, features, training=None):
+        return self.output_projection(self.dropout_layer(features, training=training))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "embedding_dim": self.embedding_dim,
+                "hidden_dim": self.hidden_dim,
+                "num_layers": self.num_layers,
+                "attention": self.attention_type,
+                "score": self.score,
+                "window": self.window,
+                "input_feeding": self.input_feeding,
+                "dropout": self.dropout,
+            }
+        )
+        return config

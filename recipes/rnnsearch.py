@@ -1,0 +1,136 @@
+"""RNNsearch: Bahdanau, Cho and Bengio (2014), attention-based translation."""
+
+import keras
+from keras import ops
+
+from zoo.layers import AdditiveAttention
+from zoo.recipes.seq2seq import Seq2SeqRecipe
+from zoo.recipes.seq2seq import source_mask
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class RNNSearch(Seq2SeqRecipe):
+    """The RNNsearch translator of Bahdanau et al. (2014).
+
+    - Encoder: a bidirectional GRU; the annotation h_j is the concatenation
+      of its forward and backward states.
+    - Decoder: at step i it attends from its previous state s_{i-1}
+      (`AdditiveAttention`, the keys `U_a h_j` projected once per sentence),
+      then updates `s_i = GRU([E y_{i-1}; c_i], s_{i-1})`; the first state is
+      `s_0 = tanh(W_s h_1_backward)`.
+    - Deep output with maxout (appendix A.2.2):
+      `t_i = max-pool_2(U_o s_{i-1} + V_o E y_{i-1} + C_o c_i)`,
+      `p(y_i) = softmax(W_o t_i)`.
+
+    Args:
+        source_vocabulary_size, target_vocabulary_size: vocabulary sizes.
+        embedding_dim: int, word embedding size (m in the paper, 620).
+        hidden_dim: int, GRU size of encoder and decoder (n, 1000).
+        attention_units: int, size of the alignment model (n', 1000).
+        maxout_units: int, size of the maxout layer (l, 500).
+        dropout: float, dropout on embeddings and on the deep output.
+        **kwargs: see `Seq2SeqRecipe`.
+
+    References:
+        - [Bahdanau et al., 2014](https://arxiv.org/abs/1409.0473)
+    """
+
+    recurrent_state_keys = ("decoder_state",)
+
+    def __init__(
+        self,
+        source_vocabulary_size,
+        target_vocabulary_size,
+        embedding_dim=620,
+        hidden_dim=1000,
+        attention_units=1000,
+        maxout_units=500,
+        dropout=0.0,
+        **kwargs,
+    ):
+        super().__init__(source_vocabulary_size, target_vocabulary_size, **kwargs)
+        self.embedding_dim = embedding_dim
+        self.hidden_dim = hidden_dim
+        self.attention_units = attention_units
+        self.maxout_units = maxout_units
+        self.dropout = dropout
+        self.source_embedding = keras.layers.Embedding(
+            source_vocabulary_size, embedding_dim, mask_zero=True, name="source_embedding"
+        )
+        self.target_embedding = keras.layers.Embedding(
+            target_vocabulary_size, embedding_dim, name="target_embedding"
+        )
+        self.encoder = keras.layers.Bidirectional(
+            keras.layers.GRU(hidden_dim, return_sequences=True, return_state=True),
+            name="encoder",
+        )
+        self.initial_state_dense = keras.layers.Dense(
+            hidden_dim, activation="tanh", name="initial_state"
+        )
+        self.attention = AdditiveAttention(attention_units, name="attention")
+        self.decoder_cell = keras.layers.GRUCell(hidden_dim, name="decoder_cell")
+        self.readout = keras.layers.Dense(2 * maxout_units, name="readout")
+        self.output_projection = keras.layers.Dense(
+            target_vocabulary_size, name="output_projection"
+        )
+        self.embedding_dropout = keras.layers.Dropout(dropout)
+        self.output_dropout = keras.layers.Dropout(dropout)
+
+    @property
+    def feature_size(self):
+        return self.hidden_dim + self.embedding_dim + 2 * self.hidden_dim
+
+    def encode(self, source, training=None):
+        mask = source_mask(source, self.pad_id)
+        embedded = self.embedding_dropout(self.source_embedding(source), training=training)
+        annotations, _, backward_first = self.encoder(embedded, mask=mask, training=training)
+        if not self.attention.built:
+            self.attention.build((None, self.hidden_dim), tuple(annotations.shape))
+        return {
+            "memory": annotations,
+            "projected_keys": self.attention.project_keys(annotations),
+            "source_mask": mask,
+            "decoder_state": self.initial_state_dense(backward_first),
+        }
+
+    def embed_targets(self, tokens, training=None):
+        return self.embedding_dropout(self.target_embedding(tokens), training=training)
+
+    def recurrent_step(self, embedded, state, step):
+        previous = state["decoder_state"]
+        context, attention = self.attention(
+            previous,
+            state["memory"],
+            projected_key=state["projected_keys"],
+            value_mask=state["source_mask"],
+            return_attention_scores=True,
+        )
+        _, new_states = self.decoder_cell(
+            ops.concatenate([embedded, context], axis=-1), [previous]
+        )
+        new_state = dict(state, decoder_state=new_states[0])
+        # The readout uses s_{i-1}, as in the paper's appendix A.2.2.
+        features = ops.concatenate([previous, embedded, context], axis=-1)
+        return features, new_state, attention
+
+    def output_logits(self, features, training=None):
+        pre_maxout = self.readout(features)
+        # Maxout over pairs of units; which units are paired does not matter
+        # since the readout is learned, so pair unit k with unit k + l.
+        maxout = ops.maximum(
+            pre_maxout[..., : self.maxout_units], pre_maxout[..., self.maxout_units :]
+        )
+        return self.output_projection(self.output_dropout(maxout, training=training))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "embedding_dim": self.embedding_dim,
+                "hidden_dim": self.hidden_dim,
+                "attention_units": self.attention_units,
+                "maxout_units": self.maxout_units,
+                "dropout": self.dropout,
+            }
+        )
+        return config

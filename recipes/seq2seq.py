@@ -1,0 +1,187 @@
+"""What every translation recipe shares: the encode / decode_step contract.
+
+A recipe is a `keras.Model` with three entry points (DESIGN.md, "The one
+contract"):
+
+- `call({"source", "target_in"})`: teacher-forced logits `[B, T, V]`, for `fit`;
+- `encode(source) -> state`: a flat dict of batch-first tensors;
+- `decode_step(previous_tokens, state, step) -> (logits, state, attention)`.
+
+The recurrent recipes write one step, `recurrent_step`, and this base class
+runs it over the target for `call` and once for `decode_step`, so the two
+paths compute the same thing by construction.
+"""
+
+import keras
+from keras import ops
+
+PAD_ID, BOS_ID, EOS_ID = 0, 2, 3
+
+
+def source_mask(source, pad_id=PAD_ID):
+    """`[B, S]` booleans: True where `source` is a real token."""
+    return ops.not_equal(source, pad_id)
+
+
+def reverse_valid_tokens(tokens, pad_id=PAD_ID):
+    """Reverses each row's tokens before its padding: `a b c 0 0 -> c b a 0 0`."""
+    mask = ops.not_equal(tokens, pad_id)
+    lengths = ops.sum(ops.cast(mask, "int32"), axis=1, keepdims=True)
+    positions = ops.expand_dims(ops.arange(ops.shape(tokens)[1], dtype="int32"), 0)
+    source_positions = ops.where(positions < lengths, lengths - 1 - positions, positions)
+    return ops.take_along_axis(tokens, source_positions, axis=1)
+
+
+class Seq2SeqRecipe(keras.Model):
+    """Base class of the translation recipes.
+
+    Subclasses implement `encode`, `embed_targets`, `recurrent_step`
+    (or override `call` and `decode_step` entirely, as the Transformer does)
+    and `output_logits`, and list in `recurrent_state_keys` the state
+    entries that change from step to step (the others are computed once by
+    `encode` and only read).
+
+    Args:
+        source_vocabulary_size: int, size of the source vocabulary.
+        target_vocabulary_size: int, size of the target vocabulary.
+        pad_id, bos_id, eos_id: ids of the padding, begin and end tokens.
+        max_target_length: optional int, the most target steps the model can
+            decode (None: no limit of its own).
+        **kwargs: `keras.Model` keyword arguments (`name`, `dtype`).
+    """
+
+    recurrent_state_keys = ()
+
+    def __init__(
+        self,
+        source_vocabulary_size,
+        target_vocabulary_size,
+        pad_id=PAD_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        max_target_length=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for name, size in (
+            ("source_vocabulary_size", source_vocabulary_size),
+            ("target_vocabulary_size", target_vocabulary_size),
+        ):
+            if not isinstance(size, int) or size <= max(pad_id, bos_id, eos_id):
+                raise ValueError(
+                    f"`{name}` must be an int larger than the special token ids. "
+                    f"Received: {name}={size!r}"
+                )
+        self.source_vocabulary_size = source_vocabulary_size
+        self.target_vocabulary_size = target_vocabulary_size
+        self.pad_id = pad_id
+        self.bos_id = bos_id
+        self.eos_id = eos_id
+        self.max_target_length = max_target_length
+
+    def build(self, input_shape=None):
+        # Every weight's shape follows from the config, so one call on a
+        # dummy batch builds them all (a subclassed model has no other way
+        # to know its sublayers' input shapes).
+        dummy = {
+            "source": ops.ones((1, 2), "int32") * self.eos_id,
+            "target_in": ops.ones((1, 1), "int32") * self.bos_id,
+        }
+        self.call(dummy)
+        self.built = True
+
+    # The contract -----------------------------------------------------------
+
+    def call(self, inputs, training=None):
+        source, target_in = inputs["source"], inputs["target_in"]
+        state = self.encode(source, training=training)
+        embedded = self.embed_targets(target_in, training=training)
+        features, _ = self.run_recurrence(embedded, state)
+        return self.output_logits(features, training=training)
+
+    def decode_step(self, previous_tokens, state, step):
+        """One target step: `previous_tokens` `[B]` -> logits `[B, V]`."""
+        embedded = self.embed_targets(previous_tokens)
+        features, state, attention = self.recurrent_step(embedded, state, step)
+        return self.output_logits(features), state, attention
+
+    def encode(self, source, training=None):
+        raise NotImplementedError
+
+    def embed_targets(self, tokens, training=None):
+        raise NotImplementedError
+
+    def recurrent_step(self, embedded, state, step):
+        """`embedded` `[B, E]` -> (features `[B, F]`, state, attention `[B, S]`)."""
+        raise NotImplementedError
+
+    def output_logits(self, features, training=None):
+        raise NotImplementedError
+
+    @property
+    def feature_size(self):
+        """F, the size of the features `recurrent_step` returns."""
+        raise NotImplementedError
+
+    # The recurrence over a whole target ---------------------------------------
+
+    def run_recurrence(self, embedded, state):
+        """Runs `recurrent_step` over `embedded` `[B, T, E]`.
+
+        Returns features `[B, T, F]` and attention `[B, T, S]`. The state
+        entries that `encode` computed once (memory, projected keys, masks)
+        are closed over, not carried.
+        """
+        constants = {k: v for k, v in state.items() if k not in self.recurrent_state_keys}
+        recurrent = {k: state[k] for k in self.recurrent_state_keys}
+        batch = ops.shape(embedded)[0]
+        source_length = ops.shape(state["source_mask"])[1]
+        dtype = self.compute_dtype
+        initial = (
+            recurrent,
+            ops.zeros((batch, self.feature_size), dtype),
+            ops.zeros((batch, source_length), dtype),
+        )
+        steps = (
+            ops.swapaxes(embedded, 0, 1),
+            ops.arange(ops.shape(embedded)[1], dtype="int32"),
+        )
+
+        def one_step(carry, step_input):
+            embedded_t, t = step_input
+            features, new_state, attention = self.recurrent_step(
+                embedded_t, {**constants, **carry[0]}, t
+            )
+            carry = (
+                {k: new_state[k] for k in self.recurrent_state_keys},
+                ops.cast(features, dtype),
+                ops.cast(attention, dtype),
+            )
+            # keras' TensorFlow scan stacks outputs shaped like the carry, so
+            # the step's outputs travel in the carry and are stacked from it;
+            # the recurrent states stacked alongside are small.
+            return carry, carry
+
+        if not self.built:
+            # Sublayers create their weights on first use, and JAX can't
+            # create them inside the traced scan body: take one step outside.
+            one_step(initial, (steps[0][0], steps[1][0]))
+        _, (_, features, attention) = ops.scan(one_step, initial, steps)
+        return ops.swapaxes(features, 0, 1), ops.swapaxes(attention, 0, 1)
+
+    def attention_weights(self, inputs):
+        """The teacher-forced alignment `[B, T, S]` of a batch (for plots)."""
+        state = self.encode(inputs["source"])
+        embedded = self.embed_targets(inputs["target_in"])
+        return self.run_recurrence(embedded, state)[1]
+
+    def get_config(self):
+        return {
+            "source_vocabulary_size": self.source_vocabulary_size,
+            "target_vocabulary_size": self.target_vocabulary_size,
+            "pad_id": self.pad_id,
+            "bos_id": self.bos_id,
+            "eos_id": self.eos_id,
+            "max_target_length": self.max_target_length,
+            "name": self.name,
+        }

@@ -1,0 +1,124 @@
+"""zoo.plots: the alignment heat map PNG.
+
+Pure matplotlib and numpy, so it runs in every backend's process.
+"""
+
+import matplotlib
+import matplotlib.image
+import numpy as np
+import pytest
+
+from zoo.plots import plot_alignment
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _diagonal(n_target, n_source):
+    weights = np.full((n_target, n_source), 0.02)
+    for i in range(n_target):
+        weights[i, min(i, n_source - 1)] = 1.0
+    return weights / weights.sum(axis=1, keepdims=True)
+
+
+def _tokens(prefix, n):
+    return [f"{prefix}{i}" for i in range(n)]
+
+
+def _grey(path):
+    pixels = matplotlib.image.imread(path)
+    return pixels[..., :3].mean(axis=-1)
+
+
+def test_writes_a_valid_png_and_creates_the_folder(tmp_path):
+    target = tmp_path / "new" / "folder" / "alignment.png"
+    backend_before = matplotlib.get_backend()
+    written = plot_alignment(
+        _diagonal(5, 6), _tokens("s", 6), _tokens("t", 5), target, title="RNNsearch"
+    )
+    assert written == target
+    assert target.read_bytes()[:8] == PNG_MAGIC
+    grey = _grey(target)
+    assert grey.ndim == 2 and min(grey.shape) > 100
+    # A real picture: black cells, white cells and the grey of the labels.
+    assert grey.min() < 0.1 and grey.max() > 0.9 and grey.std() > 0.1
+    # Plotting did not switch the user's interactive backend.
+    assert matplotlib.get_backend() == backend_before
+
+
+def test_image_aspect_follows_the_matrix(tmp_path):
+    wide = _grey(
+        plot_alignment(_diagonal(2, 16), _tokens("s", 16), _tokens("t", 2),
+                       tmp_path / "wide.png")
+    )
+    tall = _grey(
+        plot_alignment(_diagonal(16, 2), _tokens("s", 2), _tokens("t", 16),
+                       tmp_path / "tall.png")
+    )
+    assert wide.shape[1] > 1.5 * wide.shape[0]
+    assert tall.shape[0] > 1.5 * tall.shape[1]
+
+
+def test_white_means_weight_one(tmp_path):
+    # Same layout, all weights 1 versus all 0: the heat map of ones is white,
+    # so that image holds far fewer black pixels.
+    shape, source, target = (6, 6), _tokens("s", 6), _tokens("t", 6)
+    ones = _grey(plot_alignment(np.ones(shape), source, target, tmp_path / "1.png"))
+    zeros = _grey(plot_alignment(np.zeros(shape), source, target, tmp_path / "0.png"))
+    assert ones.shape == zeros.shape
+    black_ones, black_zeros = (ones < 0.1).mean(), (zeros < 0.1).mean()
+    assert black_zeros > black_ones + 0.2
+
+
+def test_tokens_are_plain_text_not_tex(tmp_path):
+    # An odd "$" would be a mathtext parse error if labels were parsed as TeX.
+    path = plot_alignment(
+        np.full((2, 3), 1 / 3), ["costs", "$5", "a_b^c"], ["coûte", "5$"],
+        tmp_path / "money.png", title="price in $",
+    )
+    assert path.read_bytes()[:8] == PNG_MAGIC
+
+
+@pytest.mark.parametrize(
+    "shape, match",
+    [
+        ((3, 4), r"\[4, 3\]; received shape \[3, 4\]"),  # transposed
+        ((4,), r"received shape \[4\]"),
+        ((4, 3, 1), r"received shape \[4, 3, 1\]"),
+    ],
+)
+def test_shape_mismatch_raises_and_writes_nothing(tmp_path, shape, match):
+    with pytest.raises(ValueError, match=match):
+        plot_alignment(np.zeros(shape), _tokens("s", 3), _tokens("t", 4),
+                       tmp_path / "bad.png")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_non_finite_weights_raise(tmp_path):
+    weights = np.array([[0.5, np.nan]])
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        plot_alignment(weights, ["a", "b"], ["x"], tmp_path / "nan.png")
+    with pytest.raises(ValueError, match="at least one"):
+        plot_alignment(np.zeros((0, 0)), [], [], tmp_path / "empty.png")
+
+
+def test_overwrite_leaves_no_temporary_files(tmp_path):
+    path = tmp_path / "alignment.png"
+    plot_alignment(np.zeros((2, 2)), ["a", "b"], ["x", "y"], path)
+    plot_alignment(_diagonal(2, 2), ["a", "b"], ["x", "y"], path)
+    assert [p.name for p in tmp_path.iterdir()] == ["alignment.png"]
+
+
+def test_failed_write_keeps_the_old_png_and_no_temporary(tmp_path, monkeypatch):
+    path = tmp_path / "alignment.png"
+    plot_alignment(np.zeros((2, 2)), ["a", "b"], ["x", "y"], path)
+    before = path.read_bytes()
+
+    def broken_savefig(self, *args, **kwargs):
+        args[0].write(b"\x89PNG half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", broken_savefig)
+    with pytest.raises(OSError, match="disk full"):
+        plot_alignment(_diagonal(2, 2), ["a", "b"], ["x", "y"], path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["alignment.png"]

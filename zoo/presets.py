@@ -1,0 +1,203 @@
+"""Named presets: a recipe, its model config, and how to train it.
+
+Presets are data, kept apart from the model code (as in keras-hub): each is
+a dict with the recipe name, the constructor arguments of the model
+(`model`), the training settings (`training`) and a one-line description.
+The vocabulary sizes in `model` are filled in from the tokenizers at
+training time. `zoo.build(name, **overrides)` turns one into a model.
+"""
+
+import copy
+import importlib
+
+# Recipe name -> "module:class" inside zoo.recipes, imported on demand so
+# that listing presets loads no model code.
+RECIPES = {
+    "rnnencdec": "zoo.recipes.rnnencdec:RNNEncDec",
+    "rnnsearch": "zoo.recipes.rnnsearch:RNNSearch",
+    "luong": "zoo.recipes.luong:Luong",
+    "transformer": "zoo.recipes.transformer:Transformer",
+}
+
+# Training defaults of the small presets: sized so that the embedded
+# synthetic corpus trains in minutes on 2 CPU cores.
+SMALL_TRAINING = {
+    "data": "synthetic",
+    "train_size": 12000,
+    "valid_size": 500,
+    "test_size": 1000,
+    "vocabulary_size": 1000,
+    "batch_size": 64,
+    "epochs": 4,
+    "learning_rate": 2e-3,
+    "clipnorm": 1.0,
+    "max_length": 80,
+}
+
+MULTI30K_TRAINING = {
+    "data": "multi30k",
+    "vocabulary_size": 8000,
+    "batch_size": 64,
+    "epochs": 10,
+    "learning_rate": 1e-3,
+    "clipnorm": 1.0,
+    "max_length": 64,
+}
+
+_SMALL_RNN = {"embedding_dim": 64, "hidden_dim": 128}
+
+
+def _luong_small(attention, score):
+    return {
+        "recipe": "luong",
+        "description": f"Luong et al. 2015, {attention} attention, {score} score, "
+        "input feeding, 2 x 128 LSTM; synthetic data",
+        "model": {
+            **_SMALL_RNN,
+            "num_layers": 2,
+            "attention": attention,
+            "score": score,
+            "window": 5,
+            "input_feeding": True,
+            "dropout": 0.1,
+        },
+        "training": SMALL_TRAINING,
+    }
+
+
+PRESETS = {
+    "rnnencdec_small": {
+        "recipe": "rnnencdec",
+        "description": "Cho et al. 2014 fixed-vector encoder-decoder, GRU 128; synthetic data",
+        "model": {**_SMALL_RNN, "cell_type": "gru", "readout_dim": 128, "dropout": 0.1},
+        "training": SMALL_TRAINING,
+    },
+    "rnnencdec_reversed_small": {
+        "recipe": "rnnencdec",
+        "description": "Sutskever et al. 2014 style: LSTM 128, source reversed; synthetic data",
+        "model": {
+            **_SMALL_RNN,
+            "cell_type": "lstm",
+            "reverse_source": True,
+            "readout_dim": 128,
+            "dropout": 0.1,
+        },
+        "training": SMALL_TRAINING,
+    },
+    "rnnsearch_small": {
+        "recipe": "rnnsearch",
+        "description": "Bahdanau et al. 2014 RNNsearch, GRU 128, attention 128; synthetic data",
+        "model": {
+            **_SMALL_RNN,
+            "attention_units": 128,
+            "maxout_units": 128,
+            "dropout": 0.1,
+        },
+        "training": SMALL_TRAINING,
+    },
+    "luong_global_dot_small": _luong_small("global", "dot"),
+    "luong_global_general_small": _luong_small("global", "general"),
+    "luong_global_concat_small": _luong_small("global", "concat"),
+    "luong_local_m_general_small": _luong_small("local-m", "general"),
+    "luong_local_p_general_small": _luong_small("local-p", "general"),
+    "transformer_small": {
+        "recipe": "transformer",
+        "description": "Vaswani et al. 2017, 2+2 layers, d_model 128, 4 heads; synthetic data",
+        "model": {
+            "d_model": 128,
+            "num_heads": 4,
+            "num_encoder_layers": 2,
+            "num_decoder_layers": 2,
+            "feed_forward_dim": 256,
+            "dropout": 0.1,
+            # Pre-LN: the paper's post-LN needs a learning-rate warm-up to
+            # train at all at this scale.
+            "norm_first": True,
+            "max_target_length": 128,
+            "max_source_length": 128,
+        },
+        "training": {**SMALL_TRAINING, "learning_rate": 1e-3},
+    },
+    "rnnsearch_50": {
+        "recipe": "rnnsearch",
+        "description": "RNNsearch-50 with the paper's sizes (620 / 1000 / 1000 / 500)",
+        "model": {
+            "embedding_dim": 620,
+            "hidden_dim": 1000,
+            "attention_units": 1000,
+            "maxout_units": 500,
+        },
+        "training": {**MULTI30K_TRAINING, "vocabulary_size": 30000},
+    },
+    "rnnsearch_multi30k": {
+        "recipe": "rnnsearch",
+        "description": "RNNsearch sized for Multi30k En-De (256 / 256 / 256 / 256)",
+        "model": {
+            "embedding_dim": 256,
+            "hidden_dim": 256,
+            "attention_units": 256,
+            "maxout_units": 256,
+            "dropout": 0.3,
+        },
+        "training": MULTI30K_TRAINING,
+    },
+    "transformer_multi30k": {
+        "recipe": "transformer",
+        "description": "Transformer sized for Multi30k En-De (3+3 layers, d_model 256)",
+        "model": {
+            "d_model": 256,
+            "num_heads": 8,
+            "num_encoder_layers": 3,
+            "num_decoder_layers": 3,
+            "feed_forward_dim": 512,
+            "dropout": 0.1,
+            "norm_first": True,
+            "max_target_length": 96,
+            "max_source_length": 96,
+        },
+        "training": {**MULTI30K_TRAINING, "learning_rate": 5e-4},
+    },
+}
+
+
+class UnknownPresetError(ValueError):
+    """A preset name that is not in the registry."""
+
+
+def presets():
+    """The preset names, sorted, each with its one-line description."""
+    return {name: PRESETS[name]["description"] for name in sorted(PRESETS)}
+
+
+def get_preset(name):
+    """A deep copy of the preset `name` (so callers may change it)."""
+    if name not in PRESETS:
+        raise UnknownPresetError(
+            f"unknown preset {name!r}; `zoo list` shows the {len(PRESETS)} presets"
+        )
+    return copy.deepcopy(PRESETS[name])
+
+
+def recipe_class(recipe):
+    module_name, class_name = RECIPES[recipe].split(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def build(name, **overrides):
+    """Builds the model of preset `name`, with constructor arguments overridden.
+
+    The vocabulary sizes default to the preset's training vocabulary size.
+
+    Example:
+        >>> model = zoo.build("rnnsearch_small", source_vocabulary_size=500,
+        ...                   target_vocabulary_size=600)
+    """
+    preset = get_preset(name)
+    vocabulary_size = preset["training"]["vocabulary_size"]
+    config = {
+        "source_vocabulary_size": vocabulary_size,
+        "target_vocabulary_size": vocabulary_size,
+        **preset["model"],
+        **overrides,
+    }
+    return recipe_class(preset["recipe"])(**config)
