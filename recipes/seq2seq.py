@@ -141,21 +141,22 @@ class Seq2SeqRecipe(keras.Model):
             recurrent,
             ops.zeros((batch, self.feature_size), dtype),
             ops.zeros((batch, source_length), dtype),
+            ops.zeros((), "int32"),  # the step index
         )
-        steps = (
-            ops.swapaxes(embedded, 0, 1),
-            ops.arange(ops.shape(embedded)[1], dtype="int32"),
-        )
+        # One sequence to scan over: keras' TensorFlow scan fails on several
+        # when their length is unknown, so the step index is in the carry.
+        steps = ops.swapaxes(embedded, 0, 1)
 
-        def one_step(carry, step_input):
-            embedded_t, t = step_input
+        def one_step(carry, embedded_t):
+            recurrent_state, _, _, t = carry
             features, new_state, attention = self.recurrent_step(
-                embedded_t, {**constants, **carry[0]}, t
+                embedded_t, {**constants, **recurrent_state}, t
             )
             carry = (
                 {k: new_state[k] for k in self.recurrent_state_keys},
                 ops.cast(features, dtype),
                 ops.cast(attention, dtype),
+                t + 1,
             )
             # keras' TensorFlow scan stacks outputs shaped like the carry, so
             # the step's outputs travel in the carry and are stacked from it;
@@ -165,8 +166,8 @@ class Seq2SeqRecipe(keras.Model):
         if not self.built:
             # Sublayers create their weights on first use, and JAX can't
             # create them inside the traced scan body: take one step outside.
-            one_step(initial, (steps[0][0], steps[1][0]))
-        _, (_, features, attention) = ops.scan(one_step, initial, steps)
+            one_step(initial, steps[0])
+        _, (_, features, attention, _) = ops.scan(one_step, initial, steps)
         return ops.swapaxes(features, 0, 1), ops.swapaxes(attention, 0, 1)
 
     def attention_weights(self, inputs):

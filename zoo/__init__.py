@@ -1,7 +1,34 @@
 """keras-attention-zoo: attention layers, the papers' models, and the tools around them.
 
 `zoo.layers` and `zoo.recipes` are backend-agnostic (keras only); the rest of
-`zoo` (data pipelines, distribution, export) may use TensorFlow and says so.
+`zoo` (data pipelines, training, export) may use TensorFlow and says so.
+
+    >>> import zoo
+    >>> zoo.presets()                      # name -> description
+    >>> model = zoo.build("rnnsearch_small")
+    >>> translator = zoo.load("runs/rnnsearch_small")
+    >>> translator.translate(["a sentence"], beam=5)[0].text
 """
 
 __version__ = "0.1.0"
+
+
+def presets():
+    """The registered presets: {name: one-line description}."""
+    from zoo import registry
+
+    return registry.presets()
+
+
+def build(name, **overrides):
+    """The model of preset `name`, constructor arguments overridden."""
+    from zoo import registry
+
+    return registry.build(name, **overrides)
+
+
+def load(run_dir):
+    """A `zoo.translator.Translator` from a run directory of `zoo train`."""
+    from zoo import translator
+
+    return translator.load(run_dir)

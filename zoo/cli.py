@@ -1,30 +1,192 @@
-"""The `zoo` command line."""
+"""The `zoo` command line.
+
+    zoo list
+    zoo train PRESET [--data SPEC] [--epochs N] [--out DIR]
+    zoo evaluate DIR [--data SPEC] [--beam K]
+    zoo translate DIR "a sentence" [--beam K] [--plot out.png]
+    zoo demo [--layers]
+
+A user mistake (unknown preset, missing run directory or data file, bad
+option) prints one line to stderr and exits with status 2; no traceback.
+"""
 
 import argparse
+import os
 import sys
+
+from zoo.errors import ZooUserError
+from zoo.runs import check_run_directory
+
+# Set before TensorFlow is first imported (by zoo.data, lazily): its C++ start-up
+# chatter is not for the user of a command line.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+USER_ERROR = 2
+
+
+class UserError(ZooUserError):
+    """A mistake of the user's found by the command line itself."""
 
 
 def positive_int(text):
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
 
 
+def non_negative_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
-        prog="zoo", description="keras-attention-zoo: attention layers and models."
+        prog="zoo", description="keras-attention-zoo: attention layers and the papers' models."
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    demo = commands.add_parser(
-        "demo", help="train each attention layer on a toy reversal task and show its alignment"
+
+    commands.add_parser("list", help="list the presets")
+
+    train = commands.add_parser("train", help="train a preset into a run directory")
+    train.add_argument("preset", help="a preset name (see `zoo list`)")
+    train.add_argument(
+        "--data",
+        help="training data: 'synthetic' (default for the small presets), "
+        "'SOURCE,TARGET' aligned text files (.gz allowed), or a TSV file",
     )
-    demo.add_argument("--epochs", type=positive_int, default=8, help="training epochs per layer (default 8)")
-    demo.add_argument("--quiet", action="store_true", help="no progress bars")
+    train.add_argument("--epochs", type=positive_int, help="override the preset's epochs")
+    train.add_argument("--batch-size", type=positive_int, help="override the preset's batch size")
+    train.add_argument("--train-size", type=positive_int, help="use at most N training pairs")
+    train.add_argument("--out", help="run directory (default runs/PRESET)")
+    train.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
+
+    evaluate = commands.add_parser("evaluate", help="BLEU of a trained run on a test set")
+    evaluate.add_argument("run_dir", help="a run directory written by `zoo train`")
+    evaluate.add_argument(
+        "--data", help="test data ('SOURCE,TARGET' files or TSV); default: the run's synthetic test set"
+    )
+    evaluate.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
+    evaluate.add_argument("--length-penalty", type=non_negative_float, default=0.6)
+    evaluate.add_argument("--limit", type=positive_int, help="evaluate the first N pairs only")
+
+    translate = commands.add_parser("translate", help="translate sentences with a trained run")
+    translate.add_argument("run_dir", help="a run directory written by `zoo train`")
+    translate.add_argument("sentences", nargs="+", help="sentences to translate")
+    translate.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
+    translate.add_argument("--length-penalty", type=non_negative_float, default=0.6)
+    translate.add_argument("--plot", help="save the alignment heat map of the first sentence (PNG)")
+
+    demo = commands.add_parser(
+        "demo", help="the main job: RNNencdec vs RNNsearch on the synthetic corpus"
+    )
+    demo.add_argument("--out", default="runs/demo", help="where the demo keeps its runs")
+    demo.add_argument(
+        "--layers", action="store_true", help="instead: the attention layers on a toy task"
+    )
     return parser
+
+
+def command_list(args):
+    from zoo import registry
+
+    descriptions = registry.presets()
+    width = max(map(len, descriptions))
+    for name, description in descriptions.items():
+        print(f"{name:<{width}}  {description}")
+
+
+def command_train(args):
+    from zoo import registry
+
+    registry.get_preset(args.preset)  # an unknown preset fails before TensorFlow loads
+    from zoo import training
+
+    out = training.train(
+        args.preset,
+        args.out or os.path.join("runs", args.preset),
+        data_spec=args.data,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        train_size=args.train_size,
+        overwrite=args.overwrite,
+    )
+    print(f"run directory: {out}")
+    print((out / "metrics.json").read_text().strip())
+
+
+def test_pairs(translator, data_spec):
+    from zoo import data
+    from zoo import training
+
+    if data_spec:
+        return data.read_corpus(data_spec).pairs
+    settings = translator.config["training"]
+    if settings["data"] != "synthetic":
+        raise UserError(
+            "this run was not trained on the synthetic corpus: name its test set with --data"
+        )
+    return training.load_pairs(settings)[2]
+
+
+def command_evaluate(args):
+    import zoo
+    from zoo import evaluation
+
+    check_run_directory(args.run_dir)  # before TensorFlow loads: a quick, quiet error
+    translator = zoo.load(args.run_dir)
+    pairs = test_pairs(translator, args.data)[: args.limit]
+    result = translator.evaluate(pairs, beam=args.beam, length_penalty=args.length_penalty)
+    print(result["bleu"])
+    print()
+    print(evaluation.format_bleu_table({translator.config["preset"]: result["by_length"]}))
+
+
+def command_translate(args):
+    import zoo
+    from zoo import plots
+
+    check_run_directory(args.run_dir)
+    translator = zoo.load(args.run_dir)
+    translations = translator.translate(
+        args.sentences, beam=args.beam, length_penalty=args.length_penalty
+    )
+    for translation in translations:
+        print(translation.text)
+    if args.plot:
+        first = translations[0]
+        path = plots.plot_alignment(
+            first.alignment, first.source_pieces, first.target_pieces, args.plot
+        )
+        print(f"alignment: {path}", file=sys.stderr)
+
+
+def command_demo(args):
+    if args.layers:
+        from zoo import layer_demo
+
+        layer_demo.run(verbose=2)
+        return
+    from zoo import demo
+
+    demo.run(args.out)
+
+
+COMMANDS = {
+    "list": command_list,
+    "train": command_train,
+    "evaluate": command_evaluate,
+    "translate": command_translate,
+    "demo": command_demo,
+}
 
 
 def main(argv=None):
@@ -32,11 +194,15 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
-        return 2
-    if args.command == "demo":
-        from zoo import demo
-
-        demo.run(epochs=args.epochs, verbose=0 if args.quiet else 2)
+        return USER_ERROR
+    try:
+        COMMANDS[args.command](args)
+    except ZooUserError as error:
+        print(f"zoo {args.command}: error: {error}", file=sys.stderr)
+        return USER_ERROR
+    except KeyboardInterrupt:
+        print(f"zoo {args.command}: interrupted", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -1,93 +1,63 @@
-"""A short demonstration of the attention layers: learning to reverse.
+"""The main job: the fixed-vector bottleneck, and attention removing it.
 
-Each layer is trained, in a tiny model, to output its source sequence
-reversed. The only way to get the token at target step t right is to attend
-to source position `length - 1 - t`, so the learned alignment matrix should
-be the anti-diagonal. The demo prints, per layer, the token accuracy, the
-share of steps whose attention peak is on the right source position, and one
-alignment matrix.
+Trains `rnnencdec_small` (no attention) and `rnnsearch_small` (Bahdanau
+attention) on the embedded synthetic corpus, then prints their BLEU by
+source-length bucket side by side, as in Figure 2 of Bahdanau et al. (2014):
+the encoder-decoder's BLEU falls as sentences grow, RNNsearch's holds. It
+saves the alignment heat map of a long test sentence and keeps both runs.
 """
 
 import time
+from pathlib import Path
 
-import keras
-import numpy as np
+from zoo import evaluation
+from zoo import plots
+from zoo import registry
+from zoo import training
+from zoo import translator as translators
 
-from zoo import layers
-
-VOCABULARY = 16
-LENGTH = 10
-
-
-def reversal_data(count, seed):
-    rng = np.random.default_rng(seed)
-    source = rng.integers(1, VOCABULARY, size=(count, LENGTH))
-    return source, source[:, ::-1].copy()
+PRESETS = ("rnnencdec_small", "rnnsearch_small")
 
 
-def attention_layers():
-    return {
-        "AdditiveAttention(units=32)": layers.AdditiveAttention(units=32),
-        "LuongAttention(score='general')": layers.LuongAttention(score="general"),
-        "LocalAttention(mode='local-p', window=3)": layers.LocalAttention(
-            mode="local-p", window=3
-        ),
-        "MultiHeadAttention(num_heads=2, key_dim=16)": layers.MultiHeadAttention(
-            num_heads=2, key_dim=16
-        ),
-    }
+def longest_test_sentence(pairs, max_words=60):
+    return max((source for source, _ in pairs if len(source.split()) <= max_words), key=len)
 
 
-def reversal_model(attention, depth=32):
-    """Queries are target positions; keys and values are source tokens and positions."""
-    source = keras.Input((LENGTH,), dtype="int32")
-    positions = keras.ops.zeros_like(source) + keras.ops.arange(LENGTH, dtype="int32")
-    memory = keras.layers.Embedding(VOCABULARY, depth)(source)
-    memory = memory + keras.layers.Embedding(LENGTH, depth)(positions)
-    query = keras.layers.Embedding(LENGTH, depth)(positions)
-    context, weights = attention(query, memory, return_attention_scores=True)
-    if len(weights.shape) == 4:  # multi-head: average the heads to plot one matrix
-        weights = keras.ops.mean(weights, axis=1)
-    logits = keras.layers.Dense(VOCABULARY)(context)
-    return keras.Model(source, logits), keras.Model(source, weights)
-
-
-def format_alignment(weights):
-    shades = " .:-=+*#%@"
-    rows = []
-    for t, row in enumerate(weights):
-        cells = "".join(shades[min(int(w * len(shades)), len(shades) - 1)] for w in row)
-        rows.append(f"    target {t:2d} |{cells}|")
-    return "\n".join(rows)
-
-
-def run(epochs=8, train_size=4000, verbose=1):
-    print(f"Keras {keras.__version__}, backend {keras.backend.backend()}")
-    train_source, train_target = reversal_data(train_size, seed=0)
-    test_source, test_target = reversal_data(500, seed=1)
-    expected_peak = LENGTH - 1 - np.arange(LENGTH)
+def run(out="runs/demo", presets=PRESETS, epochs=None, train_size=None, verbose="auto"):
+    """Trains and compares `presets`; returns {preset: evaluation result}."""
+    started = time.monotonic()
+    out = Path(out)
     results = {}
-    for name, attention in attention_layers().items():
-        print(f"\n== {name}")
-        started = time.monotonic()
-        model, alignment = reversal_model(attention)
-        model.compile(
-            optimizer=keras.optimizers.Adam(1e-2),
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            metrics=["accuracy"],
+    for preset in presets:
+        print(f"\n== training {preset}: {registry.presets()[preset]}", flush=True)
+        run_dir = training.train(
+            preset,
+            out / preset,
+            epochs=epochs,
+            train_size=train_size,
+            overwrite=True,
+            verbose=verbose,
+            evaluate_test=False,
         )
-        model.fit(
-            train_source, train_target, batch_size=64, epochs=epochs, verbose=verbose
-        )
-        predicted = np.argmax(keras.ops.convert_to_numpy(model.predict(test_source, verbose=0)), -1)
-        weights = keras.ops.convert_to_numpy(alignment.predict(test_source, verbose=0))
-        token_accuracy = float(np.mean(predicted == test_target))
-        peak_accuracy = float(np.mean(np.argmax(weights, -1) == expected_peak))
-        results[name] = {"token_accuracy": token_accuracy, "peak_accuracy": peak_accuracy}
-        print(
-            f"   token accuracy {token_accuracy:.3f}, attention peak on the "
-            f"reversed position {peak_accuracy:.3f}, {time.monotonic() - started:.0f} s"
-        )
-        print("   alignment of the first test sentence (source positions across):")
-        print(format_alignment(weights[0]))
+        translator = translators.load(run_dir)
+        test_pairs = training.load_pairs(translator.config["training"])[2]
+        results[preset] = translator.evaluate(test_pairs)
+        print(f"{preset}: {results[preset]['bleu']}", flush=True)
+
+    print("\nBLEU by source sentence length (words), greedy decoding, synthetic test set:\n")
+    print(evaluation.format_bleu_table({p: r["by_length"] for p, r in results.items()}))
+
+    sentence = longest_test_sentence(test_pairs)
+    translation = translator.translate([sentence])[0]
+    heat_map = plots.plot_alignment(
+        translation.alignment,
+        translation.source_pieces,
+        translation.target_pieces,
+        out / f"{presets[-1]}_alignment.png",
+        title=f"{presets[-1]}: alignment of a {len(sentence.split())}-word sentence",
+    )
+    print(f"\nsource:      {sentence}\ntranslation: {translation.text}")
+    print(f"alignment heat map: {heat_map}")
+    print(f"runs kept in: {', '.join(str(out / p) for p in presets)}")
+    print(f"demo finished in {time.monotonic() - started:.0f} s")
     return results

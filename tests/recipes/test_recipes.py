@@ -9,7 +9,7 @@ import pytest
 from layer_checks import gradient_magnitudes
 from layer_checks import to_numpy
 
-import zoo.presets
+import zoo.registry
 from zoo.recipes.seq2seq import reverse_valid_tokens
 
 VOCABULARY = 13
@@ -39,9 +39,9 @@ TARGET_OUT = np.array([[5, 6, 7, 8, 3], [8, 9, 3, 0, 0]], "int32")
 
 
 def tiny_model(name):
-    recipe = zoo.presets.get_preset(name)["recipe"]
+    recipe = zoo.registry.get_preset(name)["recipe"]
     overrides = {**TINY[recipe], "dropout": 0.0}
-    return zoo.presets.build(
+    return zoo.registry.build(
         name,
         source_vocabulary_size=VOCABULARY,
         target_vocabulary_size=VOCABULARY,
@@ -56,12 +56,12 @@ def presets_under_test():
     code is the same, and jax compiles each model anew: one per recipe keeps
     the three-backend run within the suite's time.
     """
-    names = sorted(zoo.presets.PRESETS)
+    names = sorted(zoo.registry.PRESETS)
     if keras.backend.backend() == "tensorflow":
         return names
     first_of_recipe = {}
     for name in names:
-        first_of_recipe.setdefault(zoo.presets.get_preset(name)["recipe"], name)
+        first_of_recipe.setdefault(zoo.registry.get_preset(name)["recipe"], name)
     return sorted(first_of_recipe.values())
 
 

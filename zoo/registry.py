@@ -4,11 +4,13 @@ Presets are data, kept apart from the model code (as in keras-hub): each is
 a dict with the recipe name, the constructor arguments of the model
 (`model`), the training settings (`training`) and a one-line description.
 The vocabulary sizes in `model` are filled in from the tokenizers at
-training time. `zoo.build(name, **overrides)` turns one into a model.
+training time. `zoo.build(name, **overrides)` turns one into a model; `zoo.presets()` lists them.
 """
 
 import copy
 import importlib
+
+from zoo.errors import ZooUserError
 
 # Recipe name -> "module:class" inside zoo.recipes, imported on demand so
 # that listing presets loads no model code.
@@ -23,15 +25,21 @@ RECIPES = {
 # synthetic corpus trains in minutes on 2 CPU cores.
 SMALL_TRAINING = {
     "data": "synthetic",
-    "train_size": 12000,
+    "train_size": 8000,
     "valid_size": 500,
     "test_size": 1000,
     "vocabulary_size": 1000,
     "batch_size": 64,
-    "epochs": 4,
-    "learning_rate": 2e-3,
+    "epochs": 3,
+    # Measured on rnnsearch_small, 4000 pairs, 3 epochs: validation loss
+    # 0.80 with 1e-2 against 2.69 with 3e-3 (gradients clipped to norm 1).
+    "learning_rate": 1e-2,
     "clipnorm": 1.0,
     "max_length": 80,
+    # XLA compiles once per batch shape, and length-bucketed batches have
+    # many: measured on rnnencdec_small, 3000 pairs, one epoch, TensorFlow,
+    # 2 cores: 145 s with jit_compile=True, 17.8 s without.
+    "jit_compile": False,
 }
 
 MULTI30K_TRAINING = {
@@ -42,6 +50,7 @@ MULTI30K_TRAINING = {
     "learning_rate": 1e-3,
     "clipnorm": 1.0,
     "max_length": 64,
+    "jit_compile": False,
 }
 
 _SMALL_RNN = {"embedding_dim": 64, "hidden_dim": 128}
@@ -116,7 +125,7 @@ PRESETS = {
             "max_target_length": 128,
             "max_source_length": 128,
         },
-        "training": {**SMALL_TRAINING, "learning_rate": 1e-3},
+        "training": {**SMALL_TRAINING, "learning_rate": 2e-3},
     },
     "rnnsearch_50": {
         "recipe": "rnnsearch",
@@ -160,7 +169,7 @@ PRESETS = {
 }
 
 
-class UnknownPresetError(ValueError):
+class UnknownPresetError(ZooUserError):
     """A preset name that is not in the registry."""
 
 

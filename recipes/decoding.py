@@ -1,0 +1,587 @@
+"""Greedy and beam search, written once in `keras.ops` for every recipe.
+
+Both searches use only the contract that every sequence-generating recipe
+offers (see DESIGN.md, "The one contract between recipes, decoding and
+export"):
+
+- `model.encode(source) -> state`, a flat dict (or tuple) of tensors with the
+  batch on axis 0;
+- `model.decode_step(previous_tokens, state, step) -> (logits, state,
+  attention)`, with `previous_tokens` int32 `[B]`, `step` the index of the
+  target position being produced (0 for the first), logits `[B, V]` and the
+  attention of that step `[B, S]`;
+- the attributes `bos_id`, `eos_id`, `pad_id` and `max_target_length` (an int
+  bound on the number of steps, such as a key/value cache size, or None).
+
+The step loop is one `keras.ops.while_loop`, so the whole search compiles to
+one graph on TensorFlow (`tf.function`, also with an unknown batch and source
+length) and JAX (`jax.jit`); on torch it runs eagerly. The searches are for
+inference only: nothing here is differentiated.
+
+Why not keras-hub's `BeamSampler`: it scores hypotheses by the raw
+log-probability only (no GNMT length or coverage penalty), it has no notion of
+attention (so it cannot return the alignment matrix nor accumulate coverage),
+it keeps finished beams in the beam instead of setting them aside, and it
+drives a causal LM through a `next(prompt, cache, index)` callback over a
+fixed-length prompt buffer rather than the encode/decode_step contract. The
+parts it shares with this module (tile the state, gather it with the beams)
+are a few lines each.
+"""
+
+import math
+from typing import Any
+from typing import NamedTuple
+
+import keras
+import numpy as np
+from keras import ops
+
+# A "minus infinity" that stays finite: sums and differences of it never make
+# NaN, and anything below NEG_INF / 2 is treated as impossible.
+NEG_INF = -1e9
+# Coverage below this floor is clipped before the log, so that a source word
+# that got exactly zero attention costs a large but finite penalty.
+COVERAGE_FLOOR = 1e-10
+
+
+class DecodeResult(NamedTuple):
+    """What `greedy_search` and `beam_search` return (a NamedTuple, so it is
+    a pytree on JAX, a nest on TensorFlow, and `_asdict()` gives a dict for
+    serving signatures).
+
+    `L` is the step limit (see `max_decoding_steps`), `S` the attention width
+    (the padded source length), `K` the beam width.
+
+    Attributes:
+        tokens: int32 `[B, L]`, the chosen hypothesis of each example, without
+            BOS, with EOS where it was produced and PAD after it.
+        lengths: int32 `[B]`, the number of produced tokens, EOS included.
+        scores: float32 `[B]`, the sum of the log-probabilities of the
+            produced tokens, log P(Y | X).
+        attention: float32 `[B, L, S]`, the attention of each produced token
+            over the source (the alignment matrix), zero after the end.
+        finished: bool `[B]`, whether the hypothesis ended with EOS (False
+            when it was cut by the step limit).
+        num_steps: int32 scalar, the number of decoding steps run (fewer than
+            `L` when every example ended early).
+        penalized_scores: beam search only: float32 `[B]`, the GNMT score
+            `log P(Y|X) / lp(Y) + cp(X; Y)` that chose the hypothesis.
+        beam_tokens: beam search only: int32 `[B, K, L]`, the n-best list,
+            best first: finished hypotheses by penalised score, then (only to
+            fill the list) unfinished ones cut by the step limit. Unused slots
+            hold PAD.
+        beam_lengths: beam search only: int32 `[B, K]` (0 for unused slots).
+        beam_scores: beam search only: float32 `[B, K]`, log P(Y|X) of each
+            entry (NEG_INF for unused slots).
+        beam_penalized_scores: beam search only: float32 `[B, K]`.
+    """
+
+    tokens: Any
+    lengths: Any
+    scores: Any
+    attention: Any
+    finished: Any
+    num_steps: Any
+    penalized_scores: Any = None
+    beam_tokens: Any = None
+    beam_lengths: Any = None
+    beam_scores: Any = None
+    beam_penalized_scores: Any = None
+
+
+def max_decoding_steps(
+    model,
+    source_length,
+    max_length=None,
+    max_length_ratio=1.5,
+    max_length_offset=10,
+):
+    """The step limit of a search: the length of the output buffers.
+
+    `max_length` when given, else `ceil(max_length_ratio * source_length) +
+    max_length_offset` (at least 1); either way capped at
+    `model.max_target_length` when the model sets it (a Transformer cannot
+    decode past its key/value cache).
+
+    Args:
+        model: the model; only `max_target_length` is read.
+        source_length: the padded source length, a python int or (under
+            `tf.function` with an unknown length) a scalar tensor.
+        max_length, max_length_ratio, max_length_offset: as in `greedy_search`.
+
+    Returns:
+        A python int, or an int32 scalar tensor when `source_length` is one.
+    """
+    if max_length is not None:
+        if not _is_int(max_length) or max_length < 1:
+            raise ValueError(
+                f"`max_length` must be a positive int or None. Received: max_length={max_length!r}"
+            )
+        limit = int(max_length)
+    elif isinstance(source_length, (int, np.integer)):
+        limit = max(1, math.ceil(max_length_ratio * int(source_length)) + int(max_length_offset))
+    else:
+        scaled = ops.ceil(max_length_ratio * ops.cast(source_length, "float32"))
+        limit = ops.maximum(ops.cast(scaled, "int32") + int(max_length_offset), 1)
+    cap = getattr(model, "max_target_length", None)
+    if cap is not None:
+        limit = min(limit, int(cap)) if isinstance(limit, int) else ops.minimum(limit, int(cap))
+    return limit
+
+
+def greedy_search(
+    model,
+    source,
+    max_length=None,
+    max_length_ratio=1.5,
+    max_length_offset=10,
+):
+    """Decode by taking the most probable token at every step.
+
+    Args:
+        model: a model with the encode/decode_step contract (module
+            docstring).
+        source: the model's source batch, e.g. int32 `[B, S]` token ids with
+            PAD (0) as padding.
+        max_length: optional int, the most tokens to produce (EOS included).
+        max_length_ratio, max_length_offset: when `max_length` is None the
+            limit is `ceil(max_length_ratio * S) + max_length_offset`, with
+            `S` the padded source length (the attention width for a source
+            that is not a rank-2 token batch). Either limit is capped at
+            `model.max_target_length`.
+
+    Returns:
+        A `DecodeResult` (the beam-only fields are None). The loop stops as
+        soon as every example has produced EOS.
+
+    Example:
+
+    >>> result = greedy_search(model, source)  # doctest: +SKIP
+    >>> decode_to_lists(result)  # token ids, cut at EOS  # doctest: +SKIP
+    """
+    source = ops.convert_to_tensor(source)
+    batch = ops.shape(source)[0]
+    state = model.encode(source)
+    source_width = _source_width(model, source, state)
+    limit = max_decoding_steps(model, source_width, max_length, max_length_ratio, max_length_offset)
+    hypotheses = {
+        "tokens": ops.zeros((batch, limit), "int32"),
+        "attention": ops.zeros((batch, limit, source_width), "float32"),
+        "scores": ops.zeros((batch,), "float32"),
+        "lengths": ops.zeros((batch,), "int32"),
+        "finished": ops.zeros((batch,), "bool"),
+    }
+    step = ops.convert_to_tensor(0, "int32")
+    tokens = ops.full((batch,), model.bos_id, dtype="int32")
+
+    def cond(step, tokens, state, hypotheses):
+        return ops.logical_and(step < limit, ops.logical_not(ops.all(hypotheses["finished"])))
+
+    def body(step, tokens, state, hypotheses):
+        logits, state, attention = model.decode_step(tokens, state, step)
+        tokens, hypotheses = _greedy_update(model, step, logits, attention, hypotheses)
+        return step + 1, tokens, state, hypotheses
+
+    num_steps, _, _, hypotheses = ops.while_loop(cond, body, (step, tokens, state, hypotheses))
+    return DecodeResult(
+        tokens=hypotheses["tokens"],
+        lengths=hypotheses["lengths"],
+        scores=hypotheses["scores"],
+        attention=hypotheses["attention"],
+        finished=hypotheses["finished"],
+        num_steps=num_steps,
+    )
+
+
+def _greedy_update(model, step, logits, attention, hypotheses):
+    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+    # The argmax of the running total, not of the step's log-probabilities:
+    # the same numbers beam search ranks, so that beam_width=1 is this search
+    # to the last bit even where rounding makes two candidates tie.
+    totals = ops.expand_dims(hypotheses["scores"], -1) + log_probs
+    token = ops.cast(ops.argmax(totals, axis=-1), "int32")
+    total = ops.max(totals, axis=-1)
+    done = hypotheses["finished"]
+    token = ops.where(done, model.pad_id, token)
+    attention = ops.where(ops.expand_dims(done, -1), 0.0, ops.cast(attention, "float32"))
+    hypotheses = {
+        "tokens": _write_step(hypotheses["tokens"], step, token),
+        "attention": _write_step(hypotheses["attention"], step, attention),
+        "scores": ops.where(done, hypotheses["scores"], total),
+        "lengths": hypotheses["lengths"] + ops.cast(ops.logical_not(done), "int32"),
+        "finished": ops.logical_or(done, ops.equal(token, model.eos_id)),
+    }
+    return token, hypotheses
+
+
+def beam_search(
+    model,
+    source,
+    beam_width=4,
+    length_penalty=0.0,
+    coverage_penalty=0.0,
+    max_length=None,
+    max_length_ratio=1.5,
+    max_length_offset=10,
+):
+    """Beam search with the GNMT length and coverage penalties.
+
+    The search keeps `beam_width` live hypotheses per example and expands
+    them by their raw log-probability. A candidate that produces EOS leaves
+    the beam for a separate store of `beam_width` finished hypotheses per
+    example, ranked by the GNMT score (Wu et al. 2016, eq. 14):
+
+        s(Y, X) = log P(Y|X) / lp(Y) + cp(X; Y)
+        lp(Y) = ((5 + |Y|) / 6) ** length_penalty
+        cp(X; Y) = coverage_penalty * sum_i log(min(sum_j p_ij, 1))
+
+    with `|Y|` counting EOS, `p_ij` the attention of target step j (EOS
+    included) on source position i, and the sum over non-padded positions i
+    (PAD in a rank-2 token source; every position otherwise). A finished
+    hypothesis stays finished: it is never extended, its length and score
+    are frozen, and its live slot is refilled by the other beams' candidates.
+
+    An example stops when no live hypothesis can beat its best finished one:
+    log-probabilities only fall, `lp` grows with the length and `cp <= 0`,
+    so a live hypothesis with log-probability `s` can at best reach
+    `s / lp(limit)`. Its search is then frozen, so an example's result does
+    not depend on the rest of the batch; the loop ends when every example is
+    done or at the step limit. The chosen hypothesis is the best finished one
+    by `s(Y, X)`, or, for an example with none, the best live one at the
+    limit.
+
+    With `beam_width=1` (and no penalties) this is exactly `greedy_search`:
+    same tokens, same scores.
+
+    Args:
+        model: a model with the encode/decode_step contract.
+        source: the model's source batch, e.g. int32 `[B, S]` with PAD = 0.
+        beam_width: int >= 1, the number of hypotheses kept per example.
+        length_penalty: float >= 0, alpha; 0 ranks by log P(Y|X) alone,
+            larger values favour longer hypotheses (GNMT used 0.6 - 0.7).
+        coverage_penalty: float >= 0, beta; favours hypotheses whose
+            attention covers every source word (GNMT used 0.2).
+        max_length, max_length_ratio, max_length_offset: the step limit, as
+            in `greedy_search`.
+
+    Returns:
+        A `DecodeResult` with every field set: the best hypothesis of each
+        example, its `penalized_scores`, and the n-best list in the `beam_*`
+        fields.
+
+    References:
+        Wu et al., "Google's Neural Machine Translation System: Bridging the
+        Gap between Human and Machine Translation", 2016, section 7.
+    """
+    if not _is_int(beam_width) or beam_width < 1:
+        raise ValueError(
+            f"`beam_width` must be a positive int. Received: beam_width={beam_width!r}"
+        )
+    for name, value in (("length_penalty", length_penalty), ("coverage_penalty", coverage_penalty)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or value < 0:
+            raise ValueError(f"`{name}` must be a float >= 0. Received: {name}={value!r}")
+    width = int(beam_width)
+    alpha = float(length_penalty)
+    beta = float(coverage_penalty)
+
+    source = ops.convert_to_tensor(source)
+    batch = ops.shape(source)[0]
+    state = model.encode(source)
+    source_width = _source_width(model, source, state)
+    limit = max_decoding_steps(model, source_width, max_length, max_length_ratio, max_length_offset)
+    state = keras.tree.map_structure(lambda x: ops.repeat(x, width, axis=0), state)
+    coverage_mask = _coverage_mask(source, batch, source_width, model.pad_id)
+    scorer = _GnmtScorer(alpha, beta, coverage_mask, batch, width)
+
+    # At step 0 every beam of an example holds the same BOS: only the first
+    # is live, so the first expansion yields K distinct tokens.
+    first = ops.convert_to_tensor([0.0] + [NEG_INF] * (width - 1), "float32")
+    flat = (batch * width,)
+    search = {
+        "alive_scores": ops.reshape(ops.zeros((batch, width), "float32") + first, flat),
+        "alive_tokens": ops.zeros((batch * width, limit), "int32"),
+        "alive_attention": ops.zeros((batch * width, limit, source_width), "float32"),
+        "alive_coverage": ops.zeros((batch * width, source_width), "float32"),
+        "finished_tokens": ops.zeros((batch * width, limit), "int32"),
+        "finished_attention": ops.zeros((batch * width, limit, source_width), "float32"),
+        "finished_scores": ops.full(flat, NEG_INF, "float32"),
+        "finished_penalized": ops.full(flat, NEG_INF, "float32"),
+        "finished_lengths": ops.zeros(flat, "int32"),
+        "done": ops.zeros((batch,), "bool"),
+    }
+    update = _BeamUpdate(model, batch, width, limit, scorer)
+    step = ops.convert_to_tensor(0, "int32")
+    tokens = ops.full((batch * width,), model.bos_id, dtype="int32")
+
+    def cond(step, tokens, state, search):
+        return ops.logical_and(step < limit, ops.logical_not(ops.all(search["done"])))
+
+    def body(step, tokens, state, search):
+        logits, state, attention = model.decode_step(tokens, state, step)
+        tokens, state, search = update(step, logits, attention, state, search)
+        return step + 1, tokens, state, search
+
+    num_steps, _, _, search = ops.while_loop(cond, body, (step, tokens, state, search))
+    return _beam_result(search, num_steps, batch, width, scorer, model.pad_id)
+
+
+class _GnmtScorer:
+    """s(Y, X) = log P(Y|X) / lp(Y) + cp(X; Y) for hypotheses `[B, K]`."""
+
+    def __init__(self, alpha, beta, coverage_mask, batch, width):
+        self.alpha = alpha
+        self.beta = beta
+        self.coverage_mask = ops.expand_dims(coverage_mask, 1)  # [B, 1, S]
+        self.batch = batch
+        self.width = width
+
+    def length_factor(self, length):
+        return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, self.alpha)
+
+    def __call__(self, log_probs, length, coverage):
+        """log_probs `[B, K]`, length scalar or `[B, K]`, coverage `[B*K, S]`."""
+        score = log_probs
+        if self.alpha:
+            score = score / self.length_factor(length)
+        if self.beta:
+            coverage = ops.reshape(coverage, (self.batch, self.width, -1))
+            covered = ops.log(ops.clip(coverage, COVERAGE_FLOOR, 1.0))
+            score = score + self.beta * ops.sum(covered * self.coverage_mask, axis=-1)
+        return score
+
+    def best_reachable(self, log_probs, limit):
+        """An upper bound on s(Y, X) of any extension of live hypotheses."""
+        if self.alpha:
+            return log_probs / self.length_factor(limit)
+        return log_probs
+
+
+class _BeamUpdate:
+    """One beam-search step after `decode_step`: expand, set aside the
+    finished candidates, reorder the live beams and their state."""
+
+    def __init__(self, model, batch, width, limit, scorer):
+        self.model = model
+        self.batch = batch
+        self.width = width
+        self.limit = limit
+        self.scorer = scorer
+
+    def __call__(self, step, logits, attention, state, search):
+        batch, width = self.batch, self.width
+        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+        vocabulary = ops.shape(log_probs)[-1]
+        totals = ops.expand_dims(search["alive_scores"], -1) + log_probs
+        totals = ops.reshape(totals, (batch, width * vocabulary))
+        top_scores, top = ops.top_k(totals, width)  # [B, K], best first
+        top = ops.cast(top, "int32")
+        origin = _flat_indices(batch, width, top // vocabulary)
+        token = ops.reshape(top % vocabulary, (-1,))
+
+        # Every tensor that follows a beam is reordered with one gather.
+        def reorder(x):
+            return ops.take(x, origin, axis=0)
+
+        state = keras.tree.map_structure(reorder, state)
+        attention = reorder(ops.cast(attention, "float32"))
+        alive_tokens = _write_step(reorder(search["alive_tokens"]), step, token)
+        alive_attention = _write_step(reorder(search["alive_attention"]), step, attention)
+        alive_coverage = reorder(search["alive_coverage"]) + attention
+
+        length = step + 1
+        token = ops.reshape(token, (batch, width))
+        live = top_scores > NEG_INF / 2
+        ends = ops.logical_and(live, ops.equal(token, self.model.eos_id))
+        penalized = self.scorer(top_scores, length, alive_coverage)
+
+        # Candidates that produced EOS compete with the finished store (by
+        # the penalised score) for its K places.
+        finished_keys = ops.reshape(search["finished_penalized"], (batch, width))
+        pool_keys = ops.concatenate([finished_keys, ops.where(ends, penalized, NEG_INF)], axis=1)
+        kept_keys, kept = ops.top_k(pool_keys, width)
+        kept = _flat_indices(batch, 2 * width, ops.cast(kept, "int32"))
+
+        def keep(finished, candidates):
+            return ops.take(_interleave(finished, candidates, batch, width), kept, axis=0)
+
+        lengths = ops.full((batch * width,), 1, "int32") * length
+        new_search = {
+            "finished_tokens": keep(search["finished_tokens"], alive_tokens),
+            "finished_attention": keep(search["finished_attention"], alive_attention),
+            "finished_scores": keep(search["finished_scores"], ops.reshape(top_scores, (-1,))),
+            "finished_penalized": ops.reshape(kept_keys, (-1,)),
+            "finished_lengths": keep(search["finished_lengths"], lengths),
+        }
+
+        still_alive = ops.logical_and(live, ops.logical_not(ends))
+        alive_scores = ops.where(still_alive, top_scores, NEG_INF)
+        best_alive = ops.max(alive_scores, axis=1)
+        best_finished = kept_keys[:, 0]
+        done = ops.logical_or(
+            search["done"],
+            ops.logical_or(
+                best_alive <= NEG_INF / 2,
+                best_finished >= self.scorer.best_reachable(best_alive, self.limit),
+            ),
+        )
+        # A done example is frozen: no live beam, so nothing more enters.
+        alive_scores = ops.where(ops.expand_dims(done, -1), NEG_INF, alive_scores)
+        new_search.update(
+            {
+                "alive_scores": ops.reshape(alive_scores, (-1,)),
+                "alive_tokens": alive_tokens,
+                "alive_attention": alive_attention,
+                "alive_coverage": alive_coverage,
+                "done": done,
+            }
+        )
+        next_tokens = ops.where(
+            ops.reshape(alive_scores > NEG_INF / 2, (-1,)),
+            ops.reshape(token, (-1,)),
+            self.model.pad_id,
+        )
+        return next_tokens, state, new_search
+
+
+def _beam_result(search, num_steps, batch, width, scorer, pad_id):
+    """The n-best list: finished hypotheses by penalised score, then live
+    ones (cut by the step limit) to fill it; its first entry is the result."""
+    alive_scores = ops.reshape(search["alive_scores"], (batch, width))
+    alive_valid = alive_scores > NEG_INF / 2
+    alive_keys = scorer(alive_scores, num_steps, search["alive_coverage"])
+    alive_keys = ops.where(alive_valid, alive_keys, NEG_INF)
+    finished_keys = ops.reshape(search["finished_penalized"], (batch, width))
+    num_finished = ops.sum(ops.cast(finished_keys > NEG_INF / 2, "int32"), axis=1, keepdims=True)
+    _, alive_order = ops.top_k(alive_keys, width)
+    rank = ops.expand_dims(ops.arange(width, dtype="int32"), 0)
+    from_alive = ops.take_along_axis(
+        ops.cast(alive_order, "int32"), ops.clip(rank - num_finished, 0, width - 1), axis=1
+    )
+    slot = ops.where(rank < num_finished, rank, width + from_alive)  # into [finished; alive]
+    chosen = _flat_indices(batch, 2 * width, slot)
+
+    def pick(finished, alive):
+        return ops.take(_interleave(finished, alive, batch, width), chosen, axis=0)
+
+    def per_example(x):
+        return ops.reshape(x, (batch, width) + tuple(ops.shape(x)[1:]))
+
+    keys = per_example(pick(search["finished_penalized"], ops.reshape(alive_keys, (-1,))))
+    valid = keys > NEG_INF / 2
+    alive_lengths = ops.full((batch * width,), 1, "int32") * num_steps
+    tokens = per_example(pick(search["finished_tokens"], search["alive_tokens"]))
+    tokens = ops.where(ops.expand_dims(valid, -1), tokens, pad_id)
+    lengths = ops.where(valid, per_example(pick(search["finished_lengths"], alive_lengths)), 0)
+    log_probs = per_example(pick(search["finished_scores"], search["alive_scores"]))
+    log_probs = ops.where(valid, log_probs, NEG_INF)
+    finished = per_example(
+        pick(
+            ops.ones((batch * width,), "bool"),
+            ops.zeros((batch * width,), "bool"),
+        )
+    )
+    finished = ops.logical_and(finished, valid)
+    # Only the chosen hypothesis' alignment matrix is gathered.
+    best = _flat_indices(batch, 2 * width, slot[:, :1])
+    attention = ops.take(
+        _interleave(search["finished_attention"], search["alive_attention"], batch, width),
+        best,
+        axis=0,
+    )
+    return DecodeResult(
+        tokens=tokens[:, 0],
+        lengths=lengths[:, 0],
+        scores=log_probs[:, 0],
+        attention=attention,
+        finished=finished[:, 0],
+        num_steps=num_steps,
+        penalized_scores=keys[:, 0],
+        beam_tokens=tokens,
+        beam_lengths=lengths,
+        beam_scores=log_probs,
+        beam_penalized_scores=keys,
+    )
+
+
+def decode_to_lists(tokens, eos_id=3, pad_id=0, include_eos=False):
+    """Token ids as python lists, cut at the first EOS, for detokenizing.
+
+    Args:
+        tokens: a `DecodeResult` (its `tokens` are used) or an int array of
+            any rank whose last axis is time, such as `result.beam_tokens`.
+        eos_id: the end token; everything after the first one is dropped.
+        pad_id: trailing PAD of a sequence without EOS is dropped too (it is
+            the unused tail of the buffer).
+        include_eos: keep the EOS token itself.
+
+    Returns:
+        Nested python lists of ints, one list per sequence, e.g.
+        `[[5, 9, 4], [7]]` for `[B, L]` tokens.
+    """
+    if isinstance(tokens, DecodeResult):
+        tokens = tokens.tokens
+    array = np.asarray(ops.convert_to_numpy(tokens))
+    if array.ndim == 0:
+        raise ValueError(f"`tokens` must have a time axis. Received a scalar: {array!r}")
+
+    def cut(sequence):
+        sequence = [int(t) for t in sequence]
+        if eos_id in sequence:
+            end = sequence.index(eos_id)
+            return sequence[: end + 1] if include_eos else sequence[:end]
+        while sequence and sequence[-1] == pad_id:
+            sequence.pop()
+        return sequence
+
+    if array.ndim == 1:
+        return cut(array)
+    return [decode_to_lists(row, eos_id, pad_id, include_eos) for row in array]
+
+
+def _is_int(value):
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _source_width(model, source, state):
+    """S, the width of the attention `[B, S]` and the padded source length
+    of the step limit. For a rank-2 token source it is the source length (the
+    contract); for another source (the image features of a captioning
+    model) one decode_step is run for the shape of its attention, and its
+    result discarded."""
+    if len(source.shape) == 2:
+        return ops.shape(source)[1]
+    start = ops.full((ops.shape(source)[0],), model.bos_id, dtype="int32")
+    _, _, attention = model.decode_step(start, state, ops.convert_to_tensor(0, "int32"))
+    return ops.shape(attention)[1]
+
+
+def _coverage_mask(source, batch, source_width, pad_id):
+    """float32 `[B, S]`: 1 on the source positions the coverage penalty sums
+    over. PAD positions of a token source are left out; every position of
+    any other source (image regions) counts."""
+    if len(source.shape) == 2 and "int" in keras.backend.standardize_dtype(source.dtype):
+        return ops.cast(ops.not_equal(source, pad_id), "float32")
+    return ops.ones((batch, source_width), "float32")
+
+
+def _flat_indices(batch, group, indices):
+    """Rows of a `[B * group, ...]` tensor: `indices` `[B, K]` -> `[B * K]`."""
+    offsets = ops.expand_dims(ops.arange(batch, dtype="int32") * group, -1)
+    return ops.reshape(offsets + indices, (-1,))
+
+
+def _interleave(first, second, batch, width):
+    """Two `[B * K, ...]` tensors -> `[B * 2K, ...]`, each example's K rows
+    of `first` followed by its K rows of `second`."""
+    rest = tuple(ops.shape(first)[1:])
+    pool = ops.concatenate(
+        [ops.reshape(first, (batch, width) + rest), ops.reshape(second, (batch, width) + rest)],
+        axis=1,
+    )
+    return ops.reshape(pool, (batch * 2 * width,) + rest)
+
+
+def _write_step(buffer, step, value):
+    """`buffer[:, step] = value`, for a buffer `[B, L, ...]` and value `[B, ...]`."""
+    start = [0, step] + [0] * (len(buffer.shape) - 2)
+    return ops.slice_update(buffer, start, ops.expand_dims(ops.cast(value, buffer.dtype), 1))

@@ -1,0 +1,498 @@
+"""Greedy and beam search against brute force in NumPy, on a toy model.
+
+The toy (`ToyTranslator`, a `keras.Model`) follows the recipes' contract:
+its logits depend on the step, the previous token and a small recurrent
+state; its attention is a masked softmax of a table score plus a dot product
+with the source memory. `NumpyToy` is the same model in float64 NumPy, one
+example at a time, so that greedy decoding and exhaustive search over every
+hypothesis can be computed independently of the code under test. With the
+random parts set to zero the toy is a pure table (step, previous token) ->
+(next-token distribution, attention), for hand-made cases.
+"""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from zoo.layers import masked_softmax
+from zoo.recipes.decoding import DecodeResult
+from zoo.recipes.decoding import beam_search
+from zoo.recipes.decoding import decode_to_lists
+from zoo.recipes.decoding import greedy_search
+from zoo.recipes.decoding import max_decoding_steps
+
+PAD, BOS, EOS = 0, 2, 3
+TABLE_STEPS = 32  # the toy's tables cover this many steps
+TABLE_WIDTH = 8  # ... and source positions
+
+
+class ToyTranslator(keras.Model):
+    """A keras.Model with the encode / decode_step contract and fixed weights."""
+
+    bos_id, eos_id, pad_id = BOS, EOS, PAD
+
+    def __init__(self, params, max_target_length=None, **kwargs):
+        super().__init__(**kwargs)
+        self.params = params
+        self.max_target_length = max_target_length
+        self.tables = {
+            name: keras.Variable(value.astype("float32"), trainable=False, name=name)
+            for name, value in params.items()
+        }
+
+    def encode(self, source):
+        source = ops.cast(source, "int32")
+        mask = ops.cast(ops.not_equal(source, PAD), "float32")
+        memory = ops.take(self.tables["source_embedding"], source, axis=0) * mask[..., None]
+        count = ops.sum(mask, axis=1, keepdims=True)
+        return {
+            "memory": memory,
+            "mask": mask,
+            "h": ops.sum(memory, axis=1) / ops.maximum(count, 1.0),
+            "source_length": ops.cast(count[:, 0], "int32"),  # an int tensor rides along
+        }
+
+    def decode_step(self, previous_tokens, state, step):
+        previous = ops.cast(previous_tokens, "int32")
+        h = ops.tanh(
+            ops.matmul(state["h"], self.tables["recurrent"])
+            + ops.take(self.tables["target_embedding"], previous, axis=0)
+        )
+        memory = state["memory"]
+        width = ops.shape(memory)[1]
+        table = ops.take(ops.take(self.tables["attention_table"], step, axis=0), previous, axis=0)
+        scores = table[:, :width] + ops.sum(memory * h[:, None, :], axis=-1)
+        attention = masked_softmax(scores, state["mask"] > 0)
+        context = ops.sum(attention[..., None] * memory, axis=1)
+        logits = ops.take(ops.take(self.tables["logit_table"], step, axis=0), previous, axis=0)
+        logits = logits + ops.matmul(h + context, self.tables["output"])
+        return logits, dict(state, h=h), attention
+
+
+class ToyCaptioner(ToyTranslator):
+    """The same decoder over float features `[B, R, D]` (image regions):
+    a source that is not token ids, with no padding."""
+
+    def encode(self, source):
+        mask = ops.ones(ops.shape(source)[:2], "float32")
+        return {
+            "memory": source,
+            "mask": mask,
+            "h": ops.mean(source, axis=1),
+            "source_length": ops.cast(ops.sum(mask, axis=1), "int32"),
+        }
+
+
+class NumpyToy:
+    """`ToyTranslator` in float64 NumPy, one unbatched example at a time."""
+
+    def __init__(self, params):
+        self.p = {name: value.astype("float64") for name, value in params.items()}
+
+    def encode(self, source_row):
+        if np.asarray(source_row).ndim == 2:  # ToyCaptioner's features
+            mask = np.ones(len(source_row), bool)
+            return {"memory": source_row, "mask": mask, "h": source_row.mean(0)}
+        mask = np.asarray(source_row) != PAD
+        memory = self.p["source_embedding"][source_row] * mask[:, None]
+        return {"memory": memory, "mask": mask, "h": memory.sum(0) / max(mask.sum(), 1)}
+
+    def step(self, previous, state, step):
+        p = self.p
+        h = np.tanh(state["h"] @ p["recurrent"] + p["target_embedding"][previous])
+        memory = state["memory"]
+        scores = p["attention_table"][step, previous, : len(memory)] + memory @ h
+        scores = np.where(state["mask"], scores, -np.inf)
+        attention = np.exp(scores - scores.max()) * state["mask"]
+        attention /= attention.sum()
+        logits = p["logit_table"][step, previous] + (h + attention @ memory) @ p["output"]
+        log_probs = logits - logits.max()
+        log_probs -= np.log(np.exp(log_probs).sum())
+        return log_probs, dict(state, h=h), attention
+
+
+def random_params(seed, vocabulary=5, depth=4, source_vocabulary=9):
+    rng = np.random.default_rng(seed)
+    logit_table = 1.5 * rng.normal(size=(TABLE_STEPS, vocabulary, vocabulary))
+    logit_table[..., EOS] += 0.5  # hypotheses end, but not all at once
+    source_embedding = rng.normal(size=(source_vocabulary, depth))
+    source_embedding[PAD] = 0.0
+    return {
+        "logit_table": logit_table,
+        "attention_table": rng.normal(size=(TABLE_STEPS, vocabulary, TABLE_WIDTH)),
+        "source_embedding": source_embedding,
+        "target_embedding": rng.normal(size=(vocabulary, depth)),
+        "recurrent": 0.7 * rng.normal(size=(depth, depth)),
+        "output": rng.normal(size=(depth, vocabulary)),
+    }
+
+
+def table_params(rows, vocabulary=6, default=None, attention=None, source_vocabulary=9):
+    """A pure table toy: `rows[(step, previous)] = {token: probability}`; the
+    rest of a row's mass is spread evenly over the other tokens. Rows not
+    given use `default`. `attention[(step, previous)]` = attention scores."""
+    default = {EOS: 0.9} if default is None else default
+
+    def log_row(probabilities):
+        rest = (1.0 - sum(probabilities.values())) / (vocabulary - len(probabilities))
+        return np.log([probabilities.get(token, rest) for token in range(vocabulary)])
+
+    logit_table = np.tile(log_row(default), (TABLE_STEPS, vocabulary, 1))
+    for (step, previous), probabilities in rows.items():
+        logit_table[step, previous] = log_row(probabilities)
+    attention_table = np.zeros((TABLE_STEPS, vocabulary, TABLE_WIDTH))
+    for (step, previous), scores in (attention or {}).items():
+        attention_table[step, previous, : len(scores)] = scores
+    return {
+        "logit_table": logit_table,
+        "attention_table": attention_table,
+        "source_embedding": np.zeros((source_vocabulary, 4)),
+        "target_embedding": np.zeros((vocabulary, 4)),
+        "recurrent": np.zeros((4, 4)),
+        "output": np.zeros((4, vocabulary)),
+    }
+
+
+# Brute force in NumPy ---------------------------------------------------------
+
+
+def gnmt_score(log_prob, attention, mask, alpha, beta):
+    """Wu et al. 2016, eq. 14, for one hypothesis with attention `[T, S]`."""
+    length_factor = ((5.0 + len(attention)) / 6.0) ** alpha
+    coverage = np.minimum(np.sum(attention, axis=0), 1.0)
+    return log_prob / length_factor + beta * np.sum(np.log(np.maximum(coverage, 1e-10))[mask])
+
+
+def numpy_greedy(toy, source_row, limit):
+    state = toy.encode(source_row)
+    previous, tokens, score, attentions = BOS, [], 0.0, []
+    for step in range(limit):
+        log_probs, state, attention = toy.step(previous, state, step)
+        previous = int(np.argmax(log_probs))
+        tokens.append(previous)
+        score += log_probs[previous]
+        attentions.append(attention)
+        if previous == EOS:
+            break
+    return tokens, score, np.array(attentions)
+
+
+def exhaustive_search(toy, source_row, limit, alpha=0.0, beta=0.0):
+    """Every hypothesis that ends with EOS within `limit` tokens, best first,
+    as (penalised score, log-probability, tokens, attention)."""
+    mask = np.asarray(source_row) != PAD
+    found = []
+
+    def expand(previous, state, tokens, log_prob, attentions):
+        step = len(tokens)
+        log_probs, state, attention = toy.step(previous, state, step)
+        for token in range(len(log_probs)):
+            path = tokens + [token]
+            total = log_prob + log_probs[token]
+            history = attentions + [attention]
+            if token == EOS:
+                history = np.array(history)
+                found.append((gnmt_score(total, history, mask, alpha, beta), total, path, history))
+            elif step + 1 < limit:
+                expand(token, state, path, total, history)
+
+    expand(BOS, toy.encode(source_row), [], 0.0, [])
+    return sorted(found, key=lambda hypothesis: -hypothesis[0])
+
+
+def to_numpy(result):
+    return DecodeResult(*[None if x is None else ops.convert_to_numpy(x) for x in result])
+
+
+def padded(rows):
+    width = max(len(row) for row in rows)
+    return np.array([row + [PAD] * (width - len(row)) for row in rows], "int32")
+
+
+SOURCES = [[4, 7, 1, 5, 6], [8, 2], [3, 6, 6]]
+
+
+# Greedy -----------------------------------------------------------------------
+
+
+def test_greedy_matches_numpy_on_a_padded_batch():
+    params = random_params(seed=0)
+    source = padded(SOURCES)
+    result = to_numpy(greedy_search(ToyTranslator(params), source, max_length=7))
+    toy = NumpyToy(params)
+    assert result.tokens.shape == (3, 7) and result.attention.shape == (3, 7, 5)
+    assert result.penalized_scores is None and result.beam_tokens is None
+    for i, row in enumerate(source):
+        tokens, score, attention = numpy_greedy(toy, row, limit=7)
+        n = len(tokens)
+        np.testing.assert_array_equal(result.tokens[i], tokens + [PAD] * (7 - n))
+        assert result.lengths[i] == n
+        assert result.finished[i] == (tokens[-1] == EOS)
+        np.testing.assert_allclose(result.scores[i], score, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(result.attention[i, :n], attention, atol=1e-5)
+        assert not result.attention[i, n:].any()
+    # This seed gives different lengths; the loop ran as long as the longest.
+    assert len(set(result.lengths.tolist())) > 1
+    expected_steps = 7 if not result.finished.all() else result.lengths.max()
+    assert result.num_steps == expected_steps
+
+
+def test_greedy_stops_when_every_sequence_has_ended():
+    # BOS -> 1 -> EOS is near certain; the limit is far away.
+    params = table_params({(0, BOS): {1: 0.99}, (1, 1): {EOS: 0.99}})
+    result = to_numpy(greedy_search(ToyTranslator(params), padded(SOURCES), max_length=20))
+    assert result.num_steps == 2
+    np.testing.assert_array_equal(result.tokens[:, :3], [[1, EOS, PAD]] * 3)
+    assert not result.tokens[:, 2:].any() and not result.attention[:, 2:].any()
+    np.testing.assert_array_equal(result.lengths, [2, 2, 2])
+    assert decode_to_lists(result) == [[1], [1], [1]]
+
+
+def test_step_limit_follows_max_length_the_ratio_and_the_model_cap():
+    never_ends = table_params({}, default={EOS: 1e-12})
+    source = padded(SOURCES)  # S = 5: ceil(1.5 * 5) + 10 = 18 steps
+    model = ToyTranslator(never_ends)
+    assert max_decoding_steps(model, 5) == 18
+    assert max_decoding_steps(model, 5, max_length_ratio=2.0, max_length_offset=1) == 11
+    assert max_decoding_steps(model, 5, max_length_offset=0) == 8
+    for kwargs, limit in [({}, 18), ({"max_length": 4}, 4)]:
+        result = to_numpy(greedy_search(model, source, **kwargs))
+        assert result.tokens.shape == (3, limit)
+        assert result.num_steps == limit
+        np.testing.assert_array_equal(result.lengths, [limit] * 3)
+        assert not result.finished.any()
+    capped = ToyTranslator(never_ends, max_target_length=6)
+    assert max_decoding_steps(capped, 5) == max_decoding_steps(capped, 5, max_length=9) == 6
+    for result in (greedy_search(capped, source, max_length=9), beam_search(capped, source, 2)):
+        result = to_numpy(result)
+        assert result.tokens.shape == (3, 6) and result.attention.shape == (3, 6, 5)
+        assert result.num_steps == 6
+        np.testing.assert_array_equal(result.lengths, [6] * 3)
+        assert not result.finished.any()
+    with pytest.raises(ValueError, match="max_length"):
+        greedy_search(model, source, max_length=0)
+
+
+# Beam search ------------------------------------------------------------------
+
+
+def test_beam_width_one_is_exactly_greedy():
+    params = random_params(seed=1)
+    model = ToyTranslator(params)
+    source = padded(SOURCES)
+    greedy = to_numpy(greedy_search(model, source, max_length=8))
+    beam = to_numpy(beam_search(model, source, beam_width=1, max_length=8))
+    for field in ("tokens", "lengths", "scores", "finished", "num_steps"):
+        np.testing.assert_array_equal(getattr(beam, field), getattr(greedy, field), err_msg=field)
+    np.testing.assert_allclose(beam.attention, greedy.attention, atol=1e-7)
+
+
+@pytest.mark.parametrize("alpha, beta", [(0.0, 0.0), (0.6, 0.3)])
+def test_a_wide_beam_finds_the_exhaustive_optimum(alpha, beta):
+    params = random_params(seed=3)
+    toy = NumpyToy(params)
+    source = padded([[4, 7, 1], [8, 5]])
+    limit, vocabulary = 3, 5
+    # Wide enough to keep every candidate at every step: search is exact.
+    width = vocabulary * (vocabulary - 1) ** (limit - 1)
+    result = to_numpy(
+        beam_search(ToyTranslator(params), source, width, alpha, beta, max_length=limit)
+    )
+    if alpha == beta == 0.0:
+        greedy = to_numpy(greedy_search(ToyTranslator(params), source, max_length=limit))
+    compared = 0
+    for i, row in enumerate(source):
+        ranked = exhaustive_search(toy, row, limit, alpha, beta)
+        penalized, log_prob, tokens, attention = ranked[0]
+        n = len(tokens)
+        np.testing.assert_array_equal(result.tokens[i, :n], tokens)
+        assert result.lengths[i] == n and result.finished[i]
+        np.testing.assert_allclose(result.scores[i], log_prob, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(result.penalized_scores[i], penalized, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(result.attention[i, :n], attention, atol=1e-5)
+        assert not result.attention[i, n:].any()
+        # The n-best list starts with every finished hypothesis, in the
+        # exhaustive ranking (the beam is wider than their number).
+        assert width > len(ranked)
+        np.testing.assert_allclose(
+            result.beam_penalized_scores[i, : len(ranked)],
+            [hypothesis[0] for hypothesis in ranked],
+            rtol=1e-5,
+            atol=1e-5,
+        )
+        for k, (_, _, tokens, _) in enumerate(ranked[:3]):
+            np.testing.assert_array_equal(result.beam_tokens[i, k, : len(tokens)], tokens)
+        # Among hypotheses that end, the best is at least as likely as
+        # greedy's (a greedy hypothesis cut by the limit does not compete).
+        if alpha == beta == 0.0 and greedy.finished[i]:
+            assert result.scores[i] >= greedy.scores[i] - 1e-6
+            compared += 1
+    assert compared or alpha or beta
+
+
+def test_beam_search_escapes_the_greedy_garden_path():
+    # Greedy takes 1 (0.5) and is then spread thin; 4 (0.4) ends at 0.99.
+    params = table_params(
+        {(0, BOS): {1: 0.5, 4: 0.4}, (1, 1): {5: 0.2, EOS: 0.19}, (1, 4): {EOS: 0.99}}
+    )
+    model = ToyTranslator(params)
+    source = padded([[5, 6]])
+    greedy = to_numpy(greedy_search(model, source, max_length=6))
+    beam = to_numpy(beam_search(model, source, beam_width=2, max_length=6))
+    assert decode_to_lists(greedy) == [[1, 5]]
+    assert decode_to_lists(beam) == [[4]]
+    np.testing.assert_allclose(beam.scores, [math.log(0.4 * 0.99)], rtol=1e-5)
+    assert beam.scores[0] > greedy.scores[0]
+
+
+def test_length_penalty_favours_longer_hypotheses():
+    # [EOS] has probability 0.5; [1, 4, EOS] 0.48 * 0.95 * 0.95 = 0.433:
+    # shorter wins on log-probability, longer once divided by lp(Y).
+    params = table_params({(0, BOS): {EOS: 0.5, 1: 0.48}, (1, 1): {4: 0.95}, (2, 4): {EOS: 0.95}})
+    model = ToyTranslator(params)
+    source = padded([[5, 6, 7]])
+    toy = NumpyToy(params)
+    chosen = {}
+    for alpha in (0.0, 1.0):
+        result = to_numpy(beam_search(model, source, 3, length_penalty=alpha, max_length=6))
+        chosen[alpha] = decode_to_lists(result, include_eos=True)[0]
+        assert chosen[alpha] == exhaustive_search(toy, source[0], 6, alpha)[0][2]
+    assert chosen == {0.0: [EOS], 1.0: [1, 4, EOS]}
+    log_prob = math.log(0.48 * 0.95**2)
+    np.testing.assert_allclose(result.penalized_scores, [log_prob / (8 / 6)], rtol=1e-5)
+    np.testing.assert_allclose(result.scores, [log_prob], rtol=1e-5)
+
+
+def test_coverage_penalty_prefers_the_hypothesis_that_covers_the_source():
+    # [1, EOS] (0.49) looks at the first source word twice; [4, EOS] (0.441)
+    # looks at both. The source has two padding positions, which must not
+    # count: they get no attention in either hypothesis.
+    params = table_params(
+        {(0, BOS): {1: 0.5, 4: 0.45}, (1, 1): {EOS: 0.98}, (1, 4): {EOS: 0.98}},
+        attention={(0, BOS): [8.0, 0.0], (1, 1): [8.0, 0.0], (1, 4): [0.0, 8.0]},
+    )
+    model = ToyTranslator(params)
+    source = padded([[5, 6, 0, 0]])
+    toy = NumpyToy(params)
+    for beta, expected in [(0.0, [1]), (1.0, [4])]:
+        result = to_numpy(beam_search(model, source, 2, coverage_penalty=beta, max_length=5))
+        assert decode_to_lists(result) == [expected]
+        best = exhaustive_search(toy, source[0], 5, beta=beta)[0]
+        np.testing.assert_allclose(result.penalized_scores, [best[0]], rtol=1e-5)
+        assert not result.attention[0, :, 2:].any()
+    # Penalised with the padding left out: close to log P alone.
+    assert abs(result.penalized_scores[0] - math.log(0.45 * 0.98)) < 1e-2
+
+
+def test_beam_search_stops_early_and_pads_after_the_end():
+    params = table_params({(0, BOS): {1: 0.99}, (1, 1): {EOS: 0.99}})
+    result = to_numpy(beam_search(ToyTranslator(params), padded(SOURCES), 3, max_length=20))
+    assert result.num_steps == 2
+    assert result.tokens.shape == (3, 20) and result.attention.shape == (3, 20, 5)
+    np.testing.assert_array_equal(result.tokens[:, :2], [[1, EOS]] * 3)
+    assert not result.tokens[:, 2:].any() and not result.attention[:, 2:].any()
+    # Each produced token's attention sums to one over the real source words.
+    lengths = [len(row) for row in SOURCES]
+    for i, n in enumerate(lengths):
+        np.testing.assert_allclose(result.attention[i, :2, :n].sum(-1), 1.0, rtol=1e-5)
+        assert not result.attention[i, :, n:].any()
+
+
+def test_beam_search_on_a_padded_batch_matches_one_example_at_a_time():
+    params = random_params(seed=3)
+    model = ToyTranslator(params)
+    batch = to_numpy(beam_search(model, padded(SOURCES), 3, length_penalty=0.6, max_length=6))
+    # The most padded example, alone: its result must not depend on the rest.
+    row = SOURCES[1]
+    alone = to_numpy(beam_search(model, padded([row]), 3, length_penalty=0.6, max_length=6))
+    np.testing.assert_array_equal(batch.tokens[1], alone.tokens[0])
+    np.testing.assert_array_equal(batch.beam_tokens[1], alone.beam_tokens[0])
+    np.testing.assert_allclose(batch.scores[1], alone.scores[0], rtol=1e-5)
+    np.testing.assert_allclose(batch.attention[1, :, : len(row)], alone.attention[0], atol=1e-6)
+    assert not batch.attention[1, :, len(row) :].any()
+    # The examples end at different steps; those done early stayed frozen.
+    assert len(set(batch.lengths.tolist())) > 1
+
+
+def test_a_source_of_image_features():
+    """Captioning: the source is float `[B, R, D]`; the attention (and the
+    ratio limit) is over the R regions, and coverage counts all of them."""
+    params = random_params(seed=5)
+    features = np.random.default_rng(5).normal(size=(2, 3, 4)).astype("float32")
+    model = ToyCaptioner(params)
+    greedy = to_numpy(greedy_search(model, features))
+    # ceil(1.5 * 3) + 10 steps
+    assert greedy.tokens.shape == (2, 15) and greedy.attention.shape == (2, 15, 3)
+    for i in range(2):
+        tokens, _, attention = numpy_greedy(NumpyToy(params), features[i].astype("float64"), 15)
+        np.testing.assert_array_equal(greedy.tokens[i, : len(tokens)], tokens)
+        np.testing.assert_allclose(greedy.attention[i, : len(tokens)], attention, atol=1e-5)
+    beam = to_numpy(beam_search(model, features, beam_width=2, coverage_penalty=0.5, max_length=4))
+    assert beam.attention.shape == (2, 4, 3)
+    for i in range(2):
+        n = beam.lengths[i]
+        coverage = np.minimum(beam.attention[i, :n].sum(0), 1.0)
+        expected = beam.scores[i] + 0.5 * np.sum(np.log(coverage))
+        np.testing.assert_allclose(beam.penalized_scores[i], expected, rtol=1e-5)
+
+
+def test_beam_search_rejects_bad_arguments():
+    model = ToyTranslator(random_params(seed=0))
+    source = padded(SOURCES)
+    for kwargs, name in [
+        ({"beam_width": 0}, "beam_width"),
+        ({"beam_width": 2.0}, "beam_width"),
+        ({"length_penalty": -0.5}, "length_penalty"),
+        ({"coverage_penalty": -1.0}, "coverage_penalty"),
+    ]:
+        with pytest.raises(ValueError, match=name):
+            beam_search(model, source, **kwargs)
+
+
+# Helpers and compilation ------------------------------------------------------
+
+
+def test_decode_to_lists_cuts_at_eos():
+    tokens = np.array([[5, 6, EOS, PAD], [7, EOS, 8, PAD], [4, 4, 4, 4], [9, PAD, PAD, PAD]])
+    assert decode_to_lists(tokens) == [[5, 6], [7], [4, 4, 4, 4], [9]]
+    assert decode_to_lists(tokens, include_eos=True)[:2] == [[5, 6, EOS], [7, EOS]]
+    assert decode_to_lists(tokens[None])[0] == decode_to_lists(tokens)  # e.g. beam_tokens
+    assert decode_to_lists(tokens[0]) == [5, 6]
+
+
+def test_search_compiles_to_one_graph():
+    """tf.function with an unknown batch and source length (as a serving
+    signature traces it) and jax.jit give the eager result."""
+    backend = keras.backend.backend()
+    if backend == "torch":
+        pytest.skip("torch runs the loop eagerly; nothing to compile")
+    model = ToyTranslator(random_params(seed=4))
+    source = padded(SOURCES)
+
+    def search(source):
+        greedy = greedy_search(model, source, max_length=5)
+        beam = beam_search(model, source, 2, length_penalty=0.6, coverage_penalty=0.2, max_length=5)
+        return greedy.tokens, beam.tokens, beam.penalized_scores, beam.attention
+
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        compiled = tf.function(search, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    else:
+        import jax
+
+        compiled = jax.jit(search)
+    for eager, graph in zip(search(source), compiled(source)):
+        graph, eager = ops.convert_to_numpy(graph), ops.convert_to_numpy(eager)
+        np.testing.assert_allclose(graph, eager, atol=1e-6)
+    if backend == "tensorflow":
+        # Unknown source length: the ratio limit is computed in the graph.
+        default = tf.function(
+            lambda s: greedy_search(model, s).tokens,
+            input_signature=[tf.TensorSpec([None, None], tf.int32)],
+        )
+        assert tuple(default(source).shape) == (3, 18)
+

@@ -1,0 +1,138 @@
+"""The `zoo` command line, end to end on a tiny run, and its one-line errors."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import zoo
+from zoo import cli
+from zoo import registry
+
+
+def run_cli(capsys, *argv):
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def assert_one_line_error(code, err, *words):
+    assert code == cli.USER_ERROR
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, f"expected one line, got: {err}"
+    assert "Traceback" not in err
+    for word in words:
+        assert word in lines[0]
+
+
+def test_list_shows_every_preset(capsys):
+    code, out, _ = run_cli(capsys, "list")
+    assert code == 0
+    for name in registry.PRESETS:
+        assert name in out
+
+
+def test_unknown_preset_is_one_line(capsys):
+    code, _, err = run_cli(capsys, "train", "rnnsaerch_small")
+    assert_one_line_error(code, err, "rnnsaerch_small", "zoo list")
+
+
+def test_missing_run_directory_is_one_line(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "translate", str(tmp_path / "nowhere"), "a sentence")
+    assert_one_line_error(code, err, "does not exist")
+
+
+def test_invalid_option_exits_with_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "rnnsearch_small", "--epochs", "0"])
+    assert exit_info.value.code == 2
+    assert "positive integer" in capsys.readouterr().err
+
+
+def test_console_script_reports_without_traceback():
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", "evaluate", "/nonexistent/run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "does not exist" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "run"
+    code = cli.main(
+        ["train", "rnnsearch_small", "--train-size", "64", "--epochs", "1",
+         "--batch-size", "32", "--out", str(out)]
+    )
+    assert code == 0
+    return out
+
+
+@pytest.mark.tensorflow_only
+def test_train_writes_a_complete_run_directory(tiny_run):
+    for name in ("config.json", "source.vocab", "target.vocab", "model.weights.h5",
+                 "history.csv", "metrics.json", "checkpoints/epoch-01.weights.h5"):
+        assert (tiny_run / name).is_file(), name
+    assert not list(tiny_run.glob(".*tmp*")), "temporary files left behind"
+
+
+@pytest.mark.tensorflow_only
+def test_translate_and_plot(capsys, tiny_run, tmp_path):
+    plot = tmp_path / "alignment.png"
+    code, out, _ = run_cli(
+        capsys, "translate", str(tiny_run), "the small dog sees a cat.", "--beam", "2",
+        "--plot", str(plot),
+    )
+    assert code == 0
+    assert len(out.strip().splitlines()) == 1
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.tensorflow_only
+def test_evaluate_prints_bleu_with_signature_and_length_table(capsys, tiny_run):
+    code, out, _ = run_cli(capsys, "evaluate", str(tiny_run), "--limit", "20")
+    assert code == 0
+    assert "nrefs:1" in out and "version:" in out
+    assert "| 1-10 " in out or "1-10" in out
+
+
+@pytest.mark.tensorflow_only
+def test_reloaded_run_translates_like_the_trained_model(tiny_run):
+    first = zoo.load(tiny_run)
+    second = zoo.load(tiny_run)
+    second.model.set_weights([np.zeros_like(w) for w in second.model.get_weights()])
+    second.model.load_weights(tiny_run / "model.weights.h5")
+    sentences = ["the small dog sees a cat.", "a red bird sleeps."]
+    assert [t.text for t in first.translate(sentences)] == [
+        t.text for t in second.translate(sentences)
+    ]
+
+
+@pytest.mark.tensorflow_only
+def test_existing_run_directory_is_not_overwritten(capsys, tiny_run):
+    code, _, err = run_cli(capsys, "train", "rnnsearch_small", "--out", str(tiny_run))
+    assert_one_line_error(code, err, "already exists", "--overwrite")
+
+
+@pytest.mark.tensorflow_only
+def test_incomplete_run_directory_is_one_line(capsys, tiny_run, tmp_path):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text((tiny_run / "config.json").read_text())
+    code, _, err = run_cli(capsys, "evaluate", str(broken))
+    assert_one_line_error(code, err, "incomplete", "model.weights.h5")
+
+
+@pytest.mark.tensorflow_only
+def test_missing_data_file_is_one_line(capsys, tmp_path):
+    code, _, err = run_cli(
+        capsys, "train", "rnnsearch_small", "--data", f"{tmp_path}/a.en,{tmp_path}/a.de",
+        "--out", str(tmp_path / "run"),
+    )
+    assert_one_line_error(code, err, "a.en")
+    assert not (tmp_path / "run").exists(), "a failed start left a run directory"

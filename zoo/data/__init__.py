@@ -1,0 +1,77 @@
+"""Translation data: corpora, tokenizers and tf.data pipelines.
+
+- `zoo.data.synthetic`: an embedded synthetic parallel corpus with
+  reordering and long-distance agreement (pure Python).
+- `zoo.data.readers`: readers for aligned text files (WMT, Moses, Multi30k)
+  and tab-separated pairs (Tatoeba, Anki), with one-line errors (pure
+  Python).
+- `zoo.data.tokenizer`: WordPiece tokenization with keras-nlp (TensorFlow).
+- `zoo.data.pipeline`: padded, length-bucketed `tf.data` batches
+  (TensorFlow).
+
+The TensorFlow names are imported on first use, so `from zoo.data import
+synthetic_corpus` does not load TensorFlow.
+
+Example:
+
+>>> from zoo import data
+>>> pairs = data.synthetic_splits(10000, 500, 500)
+>>> sources = [s for s, _ in pairs["train"]]
+>>> targets = [t for _, t in pairs["train"]]
+>>> source_tokenizer = data.TextTokenizer.train(sources, 1000)
+>>> target_tokenizer = data.TextTokenizer.train(targets, 1000)
+>>> train = data.make_translation_dataset(
+...     pairs["train"], source_tokenizer, target_tokenizer, batch_size=64
+... )
+"""
+
+import importlib
+
+from zoo.data.readers import CorpusError
+from zoo.data.readers import ParallelCorpus
+from zoo.data.readers import read_corpus
+from zoo.data.readers import read_parallel_text
+from zoo.data.readers import read_tsv
+from zoo.data.synthetic import TARGET_LEXICON
+from zoo.data.synthetic import TargetLexicon
+from zoo.data.synthetic import synthetic_corpus
+from zoo.data.synthetic import synthetic_splits
+
+# Names from the TensorFlow modules, loaded on first access (PEP 562).
+_LAZY = {
+    "BOS_ID": "zoo.data.tokenizer",
+    "EOS_ID": "zoo.data.tokenizer",
+    "PAD_ID": "zoo.data.tokenizer",
+    "UNK_ID": "zoo.data.tokenizer",
+    "RESERVED_TOKENS": "zoo.data.tokenizer",
+    "TextTokenizer": "zoo.data.tokenizer",
+    "EncodedPairs": "zoo.data.pipeline",
+    "encode_pairs": "zoo.data.pipeline",
+    "make_translation_dataset": "zoo.data.pipeline",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'zoo.data' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))
+
+
+__all__ = [
+    "CorpusError",
+    "ParallelCorpus",
+    "read_corpus",
+    "read_parallel_text",
+    "read_tsv",
+    "TARGET_LEXICON",
+    "TargetLexicon",
+    "synthetic_corpus",
+    "synthetic_splits",
+    *_LAZY,
+]

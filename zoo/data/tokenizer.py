@@ -1,0 +1,370 @@
+"""WordPiece tokenization for translation, learned from the training data.
+
+TensorFlow only by nature: it wraps keras-nlp's `WordPieceTokenizer` and
+`compute_word_piece_vocabulary` (tensorflow-text underneath), so that
+tokenization runs inside `tf.data` and inside an exported SavedModel.
+
+Text goes through three steps, the same in training, encoding and
+`normalize`:
+
+1. Unicode NFKC normalization (composed umlauts; a no-break space becomes a
+   space) and, for a lowercase vocabulary, `tf.strings.lower` with UTF-8
+   semantics. keras-nlp's own `lowercase=True` is not used: it case-folds,
+   which turns "ß" into "ss". `strip_accents` is off, so ä ö ü ß é survive.
+2. keras-nlp's pre-tokenization: split on white space, and every
+   punctuation character becomes a word of its own.
+3. WordPiece: each word becomes the longest vocabulary pieces, later pieces
+   prefixed with "##"; a word that cannot be spelled maps to "[UNK]".
+
+`decode` inverts this: it joins "##" pieces into words, then joins words with
+spaces except around punctuation that attaches (see `_join_words`: no space
+before `. , ; : ! ? ) ] } %` and closing quotes, none after `( [ {` and the
+German opening quote, none on either side of `- ' / ’`). So, for text whose
+words are all in the vocabulary, `decode(encode(s)) == normalize(s)`, and
+for ordinary text `normalize(s)` is `s` lowercased: "A man, in a t-shirt."
+comes back as "a man, in a t-shirt.".
+
+The reserved tokens come first, so their ids are fixed:
+`[PAD]`=0, `[UNK]`=1, `[BOS]`=2, `[EOS]`=3.
+"""
+
+from __future__ import annotations
+
+import os
+
+import keras_nlp
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+# keras-nlp's WordPieceTokenizer applies exactly this split before WordPiece;
+# `normalize` uses it too, so that it matches `tokenize` by construction.
+from keras_hub.src.tokenizers.word_piece_tokenizer import pretokenize
+
+PAD = "[PAD]"
+UNK = "[UNK]"
+BOS = "[BOS]"
+EOS = "[EOS]"
+RESERVED_TOKENS = (PAD, UNK, BOS, EOS)
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = range(4)
+
+SUFFIX_INDICATOR = "##"
+
+# How `decode` spaces punctuation (each is one word after pre-tokenization).
+_ATTACH_LEFT = frozenset(".,;:!?)]}%“”")  # no space before
+_ATTACH_RIGHT = frozenset("([{„")  # no space after
+_ATTACH_BOTH = frozenset("-'/’")  # neither: t-shirt, man's, and/or
+
+# Settings shared by vocabulary learning and tokenization.
+_SPLIT_SETTINGS = dict(
+    lowercase=False, strip_accents=False, split=True, split_on_cjk=True
+)
+
+# Sentences tokenized per call in `encode` (bounds the memory of one call).
+_ENCODE_CHUNK = 8192
+
+
+def _join_words(words):
+    """Join pre-tokenized words into text, spacing punctuation as written."""
+    text = ""
+    glue = True
+    for word in words:
+        if not glue and word not in _ATTACH_LEFT and word not in _ATTACH_BOTH:
+            text += " "
+        text += word
+        glue = word in _ATTACH_RIGHT or word in _ATTACH_BOTH
+    return text
+
+
+def _normalize_tensor(text, lowercase):
+    text = tf_text.normalize_utf8(text, "NFKC")
+    if lowercase:
+        text = tf.strings.lower(text, encoding="utf-8")
+    return text
+
+
+def _is_cased(vocabulary):
+    return any(
+        char.isupper() for token in vocabulary[len(RESERVED_TOKENS) :] for char in token
+    )
+
+
+class TextTokenizer:
+    """A WordPiece tokenizer for one language of a translation corpus.
+
+    Learn it from the training sentences with `TextTokenizer.train`, save it
+    with the run (`save`: a plain vocabulary file, one token a line) and
+    restore it with `TextTokenizer.load`. The vocabulary alone defines the
+    tokenizer: it lowercases its input exactly when the vocabulary has no
+    uppercase letter (true of every vocabulary trained with
+    `lowercase=True`), so a loaded tokenizer behaves like the saved one.
+
+    Args:
+        vocabulary: list of str tokens, starting with
+            `["[PAD]", "[UNK]", "[BOS]", "[EOS]"]`; continuation pieces start
+            with "##".
+
+    Example:
+
+    >>> tokenizer = TextTokenizer.train(["Ein Mädchen läuft."], 100)
+    >>> ids = tokenizer.encode(["Ein Mädchen läuft."])[0]
+    >>> tokenizer.decode(ids)
+    'ein mädchen läuft.'
+    >>> dataset = dataset.map(tokenizer.tokenize)  # doctest: +SKIP
+    """
+
+    def __init__(self, vocabulary):
+        vocabulary = [str(token) for token in vocabulary]
+        if tuple(vocabulary[: len(RESERVED_TOKENS)]) != RESERVED_TOKENS:
+            raise ValueError(
+                f"the vocabulary must start with {list(RESERVED_TOKENS)}; "
+                f"received {vocabulary[: len(RESERVED_TOKENS)]}."
+            )
+        bad = [t for t in vocabulary if not t or t != t.strip() or "\n" in t]
+        if bad:
+            raise ValueError(
+                f"vocabulary tokens must be non-empty without surrounding white "
+                f"space; received {bad[:3]!r}."
+            )
+        if len(set(vocabulary)) != len(vocabulary):
+            seen = set()
+            repeated = [t for t in vocabulary if t in seen or seen.add(t)]
+            raise ValueError(f"the vocabulary repeats tokens: {repeated[:5]!r}.")
+        self._vocabulary = vocabulary
+        self._token_to_id = {token: i for i, token in enumerate(vocabulary)}
+        self._lowercase = not _is_cased(vocabulary)
+        self._wordpiece = keras_nlp.tokenizers.WordPieceTokenizer(
+            vocabulary=vocabulary,
+            suffix_indicator=SUFFIX_INDICATOR,
+            oov_token=UNK,
+            dtype="int32",
+            **_SPLIT_SETTINGS,
+        )
+        # Traced once for a batch of any size. Inside a tf.function keras-nlp
+        # takes its tensorflow-text path (eagerly it would run pure Python).
+        self._tokenize_batch = tf.function(
+            self._tokenize_graph,
+            input_signature=[tf.TensorSpec([None], tf.string)],
+        )
+        self._pretokenize_batch = tf.function(
+            self._pretokenize_graph,
+            input_signature=[tf.TensorSpec([None], tf.string)],
+        )
+
+    # --- construction and storage ------------------------------------------
+
+    @classmethod
+    def train(cls, sentences, vocabulary_size, lowercase=True):
+        """Learn a WordPiece vocabulary from training sentences.
+
+        Uses keras-nlp's `compute_word_piece_vocabulary` (the tensorflow-text
+        learner). It keeps pieces seen at least 10 times, so a small corpus
+        gives fewer than `vocabulary_size` tokens (Multi30k's 29k German
+        sentences give about 3,500). Learning is slow pure Python, slowest
+        when `vocabulary_size` is more than the corpus gives (about two
+        minutes for Multi30k German, asking 8,000, on a busy 2-core
+        machine): save the result with the run and `load` it.
+
+        Args:
+            sentences: iterable of str, the training sentences of one
+                language.
+            vocabulary_size: int >= 5, the most tokens, reserved ones
+                included.
+            lowercase: bool, lowercase the text (in training and after).
+
+        Returns:
+            A `TextTokenizer`.
+        """
+        reserved = len(RESERVED_TOKENS)
+        if not isinstance(vocabulary_size, int) or vocabulary_size <= reserved:
+            raise ValueError(
+                f"vocabulary_size must be an int > {len(RESERVED_TOKENS)} (the "
+                f"reserved tokens); received {vocabulary_size!r}."
+            )
+        sentences = [str(sentence) for sentence in sentences]
+        if not any(sentence.strip() for sentence in sentences):
+            raise ValueError("cannot train a tokenizer on no text: no sentences.")
+        normalize = tf.function(
+            lambda text: _normalize_tensor(text, lowercase),
+            input_signature=[tf.TensorSpec([None], tf.string)],
+        )
+        data = tf.data.Dataset.from_tensor_slices(sentences).batch(1024).map(normalize)
+        vocabulary = keras_nlp.tokenizers.compute_word_piece_vocabulary(
+            data,
+            vocabulary_size,
+            suffix_indicator=SUFFIX_INDICATOR,
+            reserved_tokens=list(RESERVED_TOKENS),
+            **_SPLIT_SETTINGS,
+        )
+        return cls(vocabulary)
+
+    @classmethod
+    def load(cls, path):
+        """Load a tokenizer saved with `save` (a vocabulary file, one token a line)."""
+        with open(path, encoding="utf-8", newline="") as file:
+            tokens = file.read().split("\n")
+        if tokens and tokens[-1] == "":
+            tokens.pop()
+        try:
+            return cls(tokens)
+        except ValueError as error:
+            raise ValueError(f"{os.fspath(path)}: {error}") from None
+
+    def save(self, path):
+        """Write the vocabulary to `path`, UTF-8, one token a line."""
+        with open(path, "w", encoding="utf-8", newline="") as file:
+            file.write("".join(token + "\n" for token in self._vocabulary))
+
+    # --- vocabulary ----------------------------------------------------------
+
+    @property
+    def lowercase(self):
+        """Whether input is lowercased: the vocabulary has no uppercase letter."""
+        return self._lowercase
+
+    @property
+    def wordpiece(self):
+        """The keras-nlp `WordPieceTokenizer` layer inside.
+
+        It does not normalize: `tokenize` applies NFKC and lowercasing
+        first, so export `tokenize` itself; called inside a `tf.function`
+        of a `tf.Module`, it is saved in a SavedModel as is (its WordPiece
+        model is a graph constant) and needs no Python to run.
+        """
+        return self._wordpiece
+
+    @property
+    def vocabulary_size(self):
+        """The number of tokens, reserved tokens included (an int)."""
+        return len(self._vocabulary)
+
+    @property
+    def vocabulary(self):
+        """The tokens, a list of str in id order (a copy)."""
+        return list(self._vocabulary)
+
+    def id_to_token(self, token_id):
+        """The token (str) of an id; a ValueError outside the vocabulary."""
+        token_id = int(token_id)
+        if not 0 <= token_id < len(self._vocabulary):
+            raise ValueError(
+                f"token id {token_id} is outside the vocabulary "
+                f"[0, {len(self._vocabulary) - 1}]."
+            )
+        return self._vocabulary[token_id]
+
+    def token_to_id(self, token):
+        """The id (int) of a token; a ValueError if it is not in the vocabulary."""
+        if token not in self._token_to_id:
+            raise ValueError(f"token {token!r} is not in the vocabulary.")
+        return self._token_to_id[token]
+
+    # --- text to ids ------------------------------------------------------
+
+    def _tokenize_graph(self, text):
+        return self._wordpiece.tokenize(_normalize_tensor(text, self._lowercase))
+
+    def _pretokenize_graph(self, text):
+        return pretokenize(_normalize_tensor(text, self._lowercase), **_SPLIT_SETTINGS)
+
+    def tokenize(self, text):
+        """Token ids of a string tensor, for `tf.data` (no BOS or EOS).
+
+        Args:
+            text: a tf string tensor (or str, or list of str): a scalar or a
+                vector of sentences.
+
+        Returns:
+            int32 ids: a 1-D `tf.Tensor` for a scalar, a `tf.RaggedTensor`
+            `[batch, None]` for a vector.
+        """
+        text = tf.convert_to_tensor(text, dtype=tf.string)
+        if text.shape.rank == 0:
+            return self._tokenize_batch(tf.expand_dims(text, 0))[0]
+        if text.shape.rank != 1:
+            raise ValueError(
+                f"tokenize takes a scalar or a vector of strings; received "
+                f"shape {text.shape}."
+            )
+        return self._tokenize_batch(text)
+
+    def encode(self, sentences):
+        """Token ids of each sentence, as Python lists (no BOS or EOS).
+
+        Args:
+            sentences: a list of str.
+
+        Returns:
+            A list of lists of int, one per sentence.
+        """
+        if isinstance(sentences, str):
+            raise TypeError("encode takes a list of str; wrap one sentence in a list.")
+        sentences = list(sentences)
+        ids = []
+        for start in range(0, len(sentences), _ENCODE_CHUNK):
+            chunk = sentences[start : start + _ENCODE_CHUNK]
+            ids += self._tokenize_batch(tf.constant(chunk, tf.string)).to_list()
+        return ids
+
+    # --- ids to text ----------------------------------------------------------
+
+    def decode(self, ids):
+        """Text of one sequence of ids.
+
+        Stops at the first `[EOS]`, drops `[PAD]` and `[BOS]`, joins "##"
+        pieces into words and words into text (see the module docstring);
+        an unknown word reads "[UNK]".
+
+        Args:
+            ids: a 1-D sequence of ints (list, NumPy array or tensor).
+
+        Returns:
+            A str.
+        """
+        ids = np.asarray(ids)
+        if ids.ndim != 1:
+            raise ValueError(
+                f"decode takes one sequence of ids; received shape {ids.shape}."
+            )
+        words = []
+        for token_id in ids.tolist():
+            if token_id == EOS_ID:
+                break
+            if token_id in (PAD_ID, BOS_ID):
+                continue
+            token = self.id_to_token(token_id)
+            piece = token[len(SUFFIX_INDICATOR) :]
+            if token.startswith(SUFFIX_INDICATOR) and piece:
+                if words:
+                    words[-1] += piece
+                else:
+                    words.append(piece)
+            else:
+                words.append(token)
+        return _join_words(words)
+
+    def normalize(self, text):
+        """The form `decode(encode(...))` gives text, whatever the vocabulary.
+
+        Useful to prepare references the way the model sees them. Words out
+        of the vocabulary are kept (they would decode as "[UNK]").
+
+        Args:
+            text: a str, or a list of str.
+
+        Returns:
+            A str, or a list of str.
+        """
+        single = isinstance(text, str)
+        texts = [text] if single else list(text)
+        if not texts:
+            return []
+        words = self._pretokenize_batch(tf.constant(texts, dtype=tf.string)).to_list()
+        normalized = [_join_words(w.decode("utf-8") for w in row) for row in words]
+        return normalized[0] if single else normalized
+
+    def __repr__(self):
+        return (
+            f"TextTokenizer(vocabulary_size={self.vocabulary_size}, "
+            f"lowercase={self.lowercase})"
+        )

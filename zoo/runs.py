@@ -1,0 +1,69 @@
+"""The run directory: everything a trained translator needs, in one folder.
+
+    config.json          preset, recipe, model config, training settings, data
+    source.vocab         source WordPiece vocabulary, one token a line
+    target.vocab         target vocabulary
+    model.weights.h5     the final weights
+    checkpoints/         weights after each epoch (epoch-NN.weights.h5)
+    history.csv          loss per epoch
+    metrics.json         final figures (loss, time, tokens per second, BLEU)
+
+`zoo.load(DIR)` reopens it as a `Translator`. Files are written to a
+temporary name and renamed, so a crash never leaves a half-written one.
+"""
+
+import json
+import os
+from pathlib import Path
+
+from zoo.errors import ZooUserError
+
+CONFIG = "config.json"
+SOURCE_VOCABULARY = "source.vocab"
+TARGET_VOCABULARY = "target.vocab"
+WEIGHTS = "model.weights.h5"
+METRICS = "metrics.json"
+HISTORY = "history.csv"
+CHECKPOINTS = "checkpoints"
+REQUIRED = (CONFIG, SOURCE_VOCABULARY, TARGET_VOCABULARY, WEIGHTS)
+
+
+class RunDirectoryError(ZooUserError):
+    """A run directory that is missing, incomplete or unreadable."""
+
+
+def write_json(path, data):
+    """Writes `data` as JSON atomically (temporary file, then rename)."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(temporary, path)
+
+
+def save_weights(model, path):
+    """`model.save_weights` atomically (Keras wants the `.weights.h5` suffix)."""
+    path = Path(path)
+    temporary = path.with_name(f".tmp-{path.name}")
+    model.save_weights(temporary)
+    os.replace(temporary, path)
+
+
+def check_run_directory(run_dir):
+    """The run directory as a Path, or a one-line error saying what is missing."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise RunDirectoryError(f"run directory {str(run_dir)!r} does not exist")
+    missing = [name for name in REQUIRED if not (run_dir / name).is_file()]
+    if missing:
+        raise RunDirectoryError(
+            f"run directory {str(run_dir)!r} is incomplete: missing "
+            f"{', '.join(missing)} (did its training finish?)"
+        )
+    return run_dir
+
+
+def read_json(path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise RunDirectoryError(f"cannot read {path}: {error}") from None

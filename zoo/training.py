@@ -1,0 +1,189 @@
+"""Training a preset into a run directory (TensorFlow data pipeline, any backend)."""
+
+import shutil
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+
+from zoo import data
+from zoo import registry
+from zoo import runs
+from zoo.errors import ZooUserError
+
+
+class TrainingError(ZooUserError):
+    """A training request that can't be carried out (bad option, run exists)."""
+
+
+def load_pairs(training):
+    """(train, valid, test) pairs for a preset's training settings.
+
+    `training["data"]` is "synthetic" (the embedded corpus) or a corpus spec
+    for `zoo.data.read_corpus`; from a real corpus the last `valid_size`
+    pairs are held out for validation and there is no test split (evaluate
+    with `zoo evaluate DIR --data TEST`).
+    """
+    if training["data"] == "synthetic":
+        splits = data.synthetic_splits(
+            training["train_size"],
+            training["valid_size"],
+            training["test_size"],
+            seed=training.get("seed", 0),
+        )
+        return splits["train"], splits["valid"], splits["test"]
+    corpus = data.read_corpus(training["data"])
+    pairs = corpus.pairs
+    valid_size = min(training.get("valid_size", 500), len(pairs) // 10)
+    if training.get("train_size"):
+        pairs = pairs[: training["train_size"] + valid_size]
+    return pairs[: len(pairs) - valid_size], pairs[len(pairs) - valid_size :], []
+
+
+def _prepare_run_directory(out, overwrite):
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        if not overwrite:
+            raise TrainingError(
+                f"run directory {str(out)!r} already exists and is not empty; "
+                "choose another --out or pass --overwrite"
+            )
+        shutil.rmtree(out)
+    (out / runs.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
+    return out
+
+
+class _EpochCheckpoint(keras.callbacks.Callback):
+    """Saves the weights after every epoch, atomically."""
+
+    def __init__(self, folder):
+        super().__init__()
+        self.folder = Path(folder)
+
+    def on_epoch_end(self, epoch, logs=None):
+        runs.save_weights(self.model, self.folder / f"epoch-{epoch + 1:02d}.weights.h5")
+
+
+def _count_target_tokens(dataset):
+    return int(sum(np.count_nonzero(targets) for _, targets in dataset.as_numpy_iterator()))
+
+
+def train(
+    preset,
+    out,
+    data_spec=None,
+    epochs=None,
+    batch_size=None,
+    train_size=None,
+    overwrite=False,
+    verbose="auto",
+    evaluate_test=True,
+):
+    """Trains preset `preset` and writes its run directory `out`.
+
+    Args:
+        preset: a preset name (`zoo.presets()`).
+        out: the run directory to write.
+        data_spec: None for the preset's data, "synthetic", or a corpus spec
+            (`"train.en.gz,train.de.gz"` or a TSV file).
+        epochs, batch_size, train_size: override the preset's settings.
+        overwrite: replace an existing run directory.
+        verbose: Keras `fit` verbosity ("auto": a progress bar).
+        evaluate_test: when the data has a test split, translate it greedily
+            and record its BLEU in metrics.json.
+
+    Returns:
+        The run directory, a `Path`.
+    """
+    settings = registry.get_preset(preset)
+    training = dict(settings["training"])
+    for key, value in (
+        ("data", data_spec),
+        ("epochs", epochs),
+        ("batch_size", batch_size),
+        ("train_size", train_size),
+    ):
+        if value is not None:
+            training[key] = value
+    train_pairs, valid_pairs, test_pairs = load_pairs(training)
+    out = _prepare_run_directory(out, overwrite)
+
+    source_tokenizer = data.TextTokenizer.train(
+        [s for s, _ in train_pairs], training["vocabulary_size"]
+    )
+    target_tokenizer = data.TextTokenizer.train(
+        [t for _, t in train_pairs], training["vocabulary_size"]
+    )
+    source_tokenizer.save(out / runs.SOURCE_VOCABULARY)
+    target_tokenizer.save(out / runs.TARGET_VOCABULARY)
+
+    def dataset(pairs, shuffle):
+        return data.make_translation_dataset(
+            pairs,
+            source_tokenizer,
+            target_tokenizer,
+            batch_size=training["batch_size"],
+            shuffle=shuffle,
+            seed=training.get("seed", 0),
+            max_source_length=training["max_length"],
+            max_target_length=training["max_length"],
+        )
+
+    train_data = dataset(train_pairs, shuffle=True)
+    valid_data = dataset(valid_pairs, shuffle=False) if valid_pairs else None
+
+    model_config = {
+        **settings["model"],
+        "source_vocabulary_size": source_tokenizer.vocabulary_size,
+        "target_vocabulary_size": target_tokenizer.vocabulary_size,
+    }
+    config = {
+        "preset": preset,
+        "recipe": settings["recipe"],
+        "model": model_config,
+        "training": training,
+        "backend": keras.backend.backend(),
+        "keras_version": keras.__version__,
+    }
+    runs.write_json(out / runs.CONFIG, config)
+    model = registry.recipe_class(settings["recipe"])(**model_config)
+    model.compile(
+        optimizer=keras.optimizers.Adam(
+            training["learning_rate"], clipnorm=training.get("clipnorm")
+        ),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
+        jit_compile=training["jit_compile"],
+    )
+    started = time.monotonic()
+    history = model.fit(
+        train_data,
+        validation_data=valid_data,
+        epochs=training["epochs"],
+        shuffle=False,  # the tf.data pipeline shuffles, with the run's seed
+        verbose=verbose,
+        callbacks=[
+            _EpochCheckpoint(out / runs.CHECKPOINTS),
+            keras.callbacks.CSVLogger(str(out / runs.HISTORY)),
+        ],
+    )
+    seconds = time.monotonic() - started
+    runs.save_weights(model, out / runs.WEIGHTS)
+
+    metrics = {
+        "train_seconds": round(seconds, 1),
+        "target_tokens_per_second": round(
+            training["epochs"] * _count_target_tokens(train_data) / seconds, 1
+        ),
+        "train_pairs": len(train_pairs),
+        **{key: float(values[-1]) for key, values in history.history.items()},
+    }
+    if evaluate_test and test_pairs:
+        from zoo.translator import Translator
+
+        translator = Translator(model, source_tokenizer, target_tokenizer, config)
+        result = translator.evaluate(test_pairs)
+        metrics["test_bleu"] = result["bleu"].score
+        metrics["test_bleu_signature"] = result["bleu"].signature
+    runs.write_json(out / runs.METRICS, metrics)
+    return out

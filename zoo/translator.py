@@ -1,0 +1,192 @@
+"""A trained translation model with its tokenizers: translate and evaluate text."""
+
+from dataclasses import dataclass
+
+import keras
+import numpy as np
+
+from zoo import evaluation
+from zoo import registry
+from zoo import runs
+from zoo.recipes import decoding
+
+
+@dataclass
+class Translation:
+    """One translated sentence.
+
+    Attributes:
+        text: the detokenized translation.
+        source_pieces: the source word pieces the model read.
+        target_pieces: the word pieces it produced (EOS included when produced).
+        alignment: float array `[len(target_pieces), len(source_pieces)]`,
+            the attention of each produced piece over the source pieces.
+        score: log-probability of the translation.
+    """
+
+    text: str
+    source_pieces: list
+    target_pieces: list
+    alignment: np.ndarray
+    score: float
+
+
+class Translator:
+    """A translation model, its tokenizers and its run configuration.
+
+    Args:
+        model: a recipe model (the encode / decode_step contract).
+        source_tokenizer, target_tokenizer: `zoo.data.TextTokenizer`s.
+        config: the run's config dict (see `zoo.runs`).
+    """
+
+    def __init__(self, model, source_tokenizer, target_tokenizer, config=None):
+        self.model = model
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+        self.config = config or {}
+        self._searches = {}
+
+    @property
+    def max_source_length(self):
+        return self.config.get("training", {}).get("max_length")
+
+    def _encode_sources(self, sentences):
+        ids = self.source_tokenizer.encode(list(sentences))
+        limit = self.max_source_length
+        if limit:
+            ids = [sentence[:limit] for sentence in ids]
+        return [sentence or [self.model.eos_id] for sentence in ids]
+
+    def _search(self, beam, length_penalty, coverage_penalty):
+        """The search as one compiled function of the source, cached per setting."""
+        key = (beam, length_penalty, coverage_penalty)
+        if key not in self._searches:
+            if beam > 1:
+
+                def search(source):
+                    return decoding.beam_search(
+                        self.model,
+                        source,
+                        beam_width=beam,
+                        length_penalty=length_penalty,
+                        coverage_penalty=coverage_penalty,
+                    )
+
+            else:
+
+                def search(source):
+                    return decoding.greedy_search(self.model, source)
+
+            self._searches[key] = compile_inference(search)
+        return self._searches[key]
+
+    def _decode_batch(self, source_ids, beam, length_penalty, coverage_penalty):
+        # Widths rounded up to a multiple of 8, so that a compiled search is
+        # retraced for few distinct shapes.
+        width = -(-max(len(s) for s in source_ids) // 8) * 8
+        source = np.zeros((len(source_ids), width), "int32")
+        for row, ids in enumerate(source_ids):
+            source[row, : len(ids)] = ids
+        result = self._search(beam, length_penalty, coverage_penalty)(source)
+        return (
+            decoding.decode_to_lists(result, self.model.eos_id, self.model.pad_id, include_eos=True),
+            keras.ops.convert_to_numpy(result.attention),
+            keras.ops.convert_to_numpy(result.scores),
+        )
+
+    def translate(
+        self, sentences, beam=1, length_penalty=0.6, coverage_penalty=0.0, batch_size=64
+    ):
+        """Translates a list of sentences (greedy for `beam=1`).
+
+        Sentences are decoded in batches of similar length. Returns a list of
+        `Translation`, in the order of `sentences`.
+        """
+        if isinstance(sentences, str):
+            sentences = [sentences]
+        source_ids = self._encode_sources(sentences)
+        order = np.argsort([len(s) for s in source_ids], kind="stable")
+        translations = [None] * len(source_ids)
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            tokens, attention, scores = self._decode_batch(
+                [source_ids[i] for i in rows], beam, length_penalty, coverage_penalty
+            )
+            for k, row in enumerate(rows):
+                source = source_ids[row]
+                target = tokens[k]
+                translations[row] = Translation(
+                    text=self.target_tokenizer.decode(target),
+                    source_pieces=[self.source_tokenizer.id_to_token(i) for i in source],
+                    target_pieces=[self.target_tokenizer.id_to_token(i) for i in target],
+                    alignment=attention[k, : len(target), : len(source)],
+                    score=float(scores[k]),
+                )
+        return translations
+
+    def evaluate(self, pairs, beam=1, length_penalty=0.6, batch_size=64):
+        """BLEU of the translations of `pairs` ((source, reference) tuples).
+
+        Returns a dict with `bleu` (a `zoo.evaluation.BleuResult`),
+        `by_length` (BLEU per source-length bucket) and `hypotheses`.
+        """
+        sources = [source for source, _ in pairs]
+        references = self.target_tokenizer.normalize([target for _, target in pairs])
+        hypotheses = [
+            t.text
+            for t in self.translate(
+                sources, beam=beam, length_penalty=length_penalty, batch_size=batch_size
+            )
+        ]
+        return {
+            "bleu": evaluation.corpus_bleu(hypotheses, references),
+            "by_length": evaluation.bleu_by_length(sources, hypotheses, references),
+            "hypotheses": hypotheses,
+        }
+
+
+def compile_inference(function):
+    """`function` compiled to one graph where the backend can (TF, JAX).
+
+    Decoding is a `while_loop` of small steps: run eagerly, each step pays
+    Python and dispatch overhead; compiled, the loop runs in the runtime.
+    """
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(function, reduce_retracing=True)
+    if backend == "jax":
+        import jax
+
+        return jax.jit(function)
+    return function
+
+
+def build_model(config):
+    """The model of a run's config, built, with random weights."""
+    model = registry.recipe_class(config["recipe"])(**config["model"])
+    model.build()
+    return model
+
+
+def load(run_dir):
+    """Reopens a run directory written by `zoo train` as a `Translator`."""
+    from zoo.data import TextTokenizer  # TensorFlow-based: loaded only here
+
+    run_dir = runs.check_run_directory(run_dir)
+    config = runs.read_json(run_dir / runs.CONFIG)
+    model = build_model(config)
+    try:
+        model.load_weights(run_dir / runs.WEIGHTS)
+    except (OSError, ValueError) as error:
+        raise runs.RunDirectoryError(
+            f"cannot load the weights in {run_dir / runs.WEIGHTS}: {error}"
+        ) from None
+    return Translator(
+        model,
+        TextTokenizer.load(run_dir / runs.SOURCE_VOCABULARY),
+        TextTokenizer.load(run_dir / runs.TARGET_VOCABULARY),
+        config,
+    )
