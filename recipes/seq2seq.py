@@ -18,6 +18,18 @@ from keras import ops
 PAD_ID, BOS_ID, EOS_ID = 0, 2, 3
 
 
+def default_jit_compile():
+    """The `jit_compile` under which the recipes train fastest on this backend.
+
+    JAX: True. Without `jax.jit` every train step re-traces the recurrent
+    scan (a test fit went from seconds to over 5 minutes). TensorFlow: False.
+    XLA compiles once per batch shape, and length-bucketed batches have many:
+    rnnencdec_small, 3000 pairs, one epoch, 2 cores: 145 s with XLA, 17.8 s
+    without. Torch: False (torch.compile costs more than it saves here).
+    """
+    return keras.backend.backend() == "jax"
+
+
 def source_mask(source, pad_id=PAD_ID):
     """`[B, S]` booleans: True where `source` is a real token."""
     return ops.not_equal(source, pad_id)

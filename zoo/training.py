@@ -11,6 +11,7 @@ from zoo import data
 from zoo import registry
 from zoo import runs
 from zoo.errors import ZooUserError
+from zoo.recipes.seq2seq import default_jit_compile
 
 
 class TrainingError(ZooUserError):
@@ -39,6 +40,20 @@ def load_pairs(training):
     if training.get("train_size"):
         pairs = pairs[: training["train_size"] + valid_size]
     return pairs[: len(pairs) - valid_size], pairs[len(pairs) - valid_size :], []
+
+
+def learning_rate_schedule(training, batches_per_epoch):
+    """Cosine decay from the preset's rate to a tenth of it over the run.
+
+    A constant 1e-2 learns the synthetic corpus fast but then wanders:
+    rnnsearch_small's validation loss rose from 0.054 after epoch 3 to 0.172
+    after epoch 5, and its test BLEU fell from 88 (3 epochs) to 76 (5).
+    """
+    return keras.optimizers.schedules.CosineDecay(
+        training["learning_rate"],
+        decay_steps=max(1, training["epochs"] * batches_per_epoch),
+        alpha=0.1,
+    )
 
 
 def _prepare_run_directory(out, overwrite):
@@ -150,10 +165,15 @@ def train(
     model = registry.recipe_class(settings["recipe"])(**model_config)
     model.compile(
         optimizer=keras.optimizers.Adam(
-            training["learning_rate"], clipnorm=training.get("clipnorm")
+            learning_rate_schedule(training, int(train_data.cardinality())),
+            clipnorm=training.get("clipnorm"),
         ),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
-        jit_compile=training["jit_compile"],
+        jit_compile=(
+            default_jit_compile()
+            if training.get("jit_compile") is None
+            else training["jit_compile"]
+        ),
     )
     started = time.monotonic()
     history = model.fit(

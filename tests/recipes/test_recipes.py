@@ -10,6 +10,8 @@ from layer_checks import gradient_magnitudes
 from layer_checks import to_numpy
 
 import zoo.registry
+from zoo.recipes.decoding import greedy_search
+from zoo.recipes.seq2seq import default_jit_compile
 from zoo.recipes.seq2seq import reverse_valid_tokens
 
 VOCABULARY = 13
@@ -100,7 +102,7 @@ def test_every_weight_gets_a_gradient_and_fit_runs(preset_name):
         if size == 0 and not path.endswith(ZERO_GRADIENT_BY_DESIGN)
     ]
     assert not missing, f"no gradient reached {missing}"
-    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss, jit_compile=False)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss, jit_compile=default_jit_compile())
     history = model.fit(inputs(), TARGET_OUT, batch_size=2, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
 
@@ -114,3 +116,17 @@ def test_config_round_trip(preset_name):
 def test_reverse_valid_tokens_keeps_padding_in_place():
     reversed_tokens = to_numpy(reverse_valid_tokens(SOURCE))
     np.testing.assert_array_equal(reversed_tokens, [[4, 9, 8, 7, 6, 5], [5, 4, 9, 0, 0, 0]])
+
+
+def test_saved_weights_reload_to_the_same_translations(preset_name, tmp_path):
+    model = tiny_model(preset_name)
+    model.build()
+    expected = greedy_search(model, SOURCE, max_length=6)
+    path = tmp_path / "model.weights.h5"
+    model.save_weights(path)
+    reloaded = type(model).from_config(model.get_config())
+    reloaded.build()
+    reloaded.load_weights(path)
+    result = greedy_search(reloaded, SOURCE, max_length=6)
+    np.testing.assert_array_equal(to_numpy(result.tokens), to_numpy(expected.tokens))
+    np.testing.assert_allclose(to_numpy(result.scores), to_numpy(expected.scores), atol=1e-5)

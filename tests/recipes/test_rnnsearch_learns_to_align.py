@@ -7,6 +7,7 @@ from layer_checks import to_numpy
 from zoo.recipes.decoding import decode_to_lists
 from zoo.recipes.decoding import greedy_search
 from zoo.recipes.rnnsearch import RNNSearch
+from zoo.recipes.seq2seq import default_jit_compile
 
 VOCABULARY, MAX_LENGTH = 12, 7
 
@@ -34,7 +35,7 @@ def test_rnnsearch_learns_to_reverse_and_its_attention_aligns():
     model.compile(
         optimizer=keras.optimizers.Adam(1e-2),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
-        jit_compile=False,
+        jit_compile=default_jit_compile(),
     )
     model.fit(
         {"source": source, "target_in": target_in}, target_out,
