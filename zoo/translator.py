@@ -128,6 +128,10 @@ class Translator:
     def evaluate(self, pairs, beam=1, length_penalty=0.6, batch_size=64):
         """BLEU of the translations of `pairs` ((source, reference) tuples).
 
+        References are normalized as the target tokenizer normalizes text;
+        with a lowercasing tokenizer the BLEU is lowercased and its
+        signature says `case:lc`.
+
         Returns a dict with `bleu` (a `zoo.evaluation.BleuResult`),
         `by_length` (BLEU per source-length bucket) and `hypotheses`.
         """
@@ -139,9 +143,13 @@ class Translator:
                 sources, beam=beam, length_penalty=length_penalty, batch_size=batch_size
             )
         ]
+        # A lowercasing tokenizer can only produce lowercase text, and the
+        # references were lowercased to match: say so in the signature
+        # (`case:lc`), since such a score is not comparable to cased BLEU.
+        options = {"lowercase": self.target_tokenizer.lowercase}
         return {
-            "bleu": evaluation.corpus_bleu(hypotheses, references),
-            "by_length": evaluation.bleu_by_length(sources, hypotheses, references),
+            "bleu": evaluation.corpus_bleu(hypotheses, references, **options),
+            "by_length": evaluation.bleu_by_length(sources, hypotheses, references, **options),
             "hypotheses": hypotheses,
         }
 

@@ -98,6 +98,8 @@ def test_evaluate_prints_bleu_with_signature_and_length_table(capsys, tiny_run):
     code, out, _ = run_cli(capsys, "evaluate", str(tiny_run), "--limit", "20")
     assert code == 0
     assert "nrefs:1" in out and "version:" in out
+    # The tokenizer lowercases, so the score is lowercased BLEU and says so.
+    assert "case:lc" in out
     assert "| 1-10 " in out or "1-10" in out
 
 
