@@ -10,6 +10,8 @@ from zoo.layers.base_attention import masked_softmax
 from zoo.layers.local_attention import LocalAttention
 from zoo.layers.luong_attention import LuongAttention
 from zoo.layers.multi_head_attention import MultiHeadAttention
+from zoo.layers.spatial_soft_attention import SpatialSoftAttention
+from zoo.layers.spatial_soft_attention import doubly_stochastic_penalty
 
 __all__ = [
     "AdditiveAttention",
@@ -17,5 +19,7 @@ __all__ = [
     "LocalAttention",
     "LuongAttention",
     "MultiHeadAttention",
+    "SpatialSoftAttention",
+    "doubly_stochastic_penalty",
     "masked_softmax",
 ]

@@ -1,15 +1,18 @@
-"""What every translation recipe shares: the encode / decode_step contract.
+"""What every recipe shares: the encode / decode_step contract.
 
 A recipe is a `keras.Model` with three entry points (DESIGN.md, "The one
 contract"):
 
-- `call({"source", "target_in"})`: teacher-forced logits `[B, T, V]`, for `fit`;
+- `call({"source" (or "image"), "target_in"})`: teacher-forced logits
+  `[B, T, V]`, for `fit`;
 - `encode(source) -> state`: a flat dict of batch-first tensors;
 - `decode_step(previous_tokens, state, step) -> (logits, state, attention)`.
 
-The recurrent recipes write one step, `recurrent_step`, and this base class
-runs it over the target for `call` and once for `decode_step`, so the two
-paths compute the same thing by construction.
+`AttentionDecoderModel` holds the target side, whatever the source;
+`Seq2SeqRecipe` adds a token source (translation). The recurrent recipes
+write one step, `recurrent_step`, and the base class runs it over the
+target for `call` and once for `decode_step`, so the two paths compute the
+same thing by construction.
 """
 
 import keras
@@ -44,17 +47,18 @@ def reverse_valid_tokens(tokens, pad_id=PAD_ID):
     return ops.take_along_axis(tokens, source_positions, axis=1)
 
 
-class Seq2SeqRecipe(keras.Model):
-    """Base class of the translation recipes.
+class AttentionDecoderModel(keras.Model):
+    """Base class of every recipe that decodes a sequence with attention.
 
-    Subclasses implement `encode`, `embed_targets`, `recurrent_step`
-    (or override `call` and `decode_step` entirely, as the Transformer does)
-    and `output_logits`, and list in `recurrent_state_keys` the state
-    entries that change from step to step (the others are computed once by
-    `encode` and only read).
+    It holds the target side of the contract, whatever the source is (a
+    sentence for translation, an image for captioning): the special token
+    ids, `decode_step`, and `run_recurrence`, which runs a subclass's
+    `recurrent_step` over a whole target. Subclasses implement `encode`,
+    `embed_targets`, `recurrent_step`, `output_logits` and `feature_size`,
+    and list in `recurrent_state_keys` the state entries that change from
+    step to step (the others are computed once by `encode` and only read).
 
     Args:
-        source_vocabulary_size: int, size of the source vocabulary.
         target_vocabulary_size: int, size of the target vocabulary.
         pad_id, bos_id, eos_id: ids of the padding, begin and end tokens.
         max_target_length: optional int, the most target steps the model can
@@ -66,7 +70,6 @@ class Seq2SeqRecipe(keras.Model):
 
     def __init__(
         self,
-        source_vocabulary_size,
         target_vocabulary_size,
         pad_id=PAD_ID,
         bos_id=BOS_ID,
@@ -75,41 +78,22 @@ class Seq2SeqRecipe(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        for name, size in (
-            ("source_vocabulary_size", source_vocabulary_size),
-            ("target_vocabulary_size", target_vocabulary_size),
-        ):
-            if not isinstance(size, int) or size <= max(pad_id, bos_id, eos_id):
-                raise ValueError(
-                    f"`{name}` must be an int larger than the special token ids. "
-                    f"Received: {name}={size!r}"
-                )
-        self.source_vocabulary_size = source_vocabulary_size
+        self._check_vocabulary_size(
+            "target_vocabulary_size", target_vocabulary_size, pad_id, bos_id, eos_id
+        )
         self.target_vocabulary_size = target_vocabulary_size
         self.pad_id = pad_id
         self.bos_id = bos_id
         self.eos_id = eos_id
         self.max_target_length = max_target_length
 
-    def build(self, input_shape=None):
-        # Every weight's shape follows from the config, so one call on a
-        # dummy batch builds them all (a subclassed model has no other way
-        # to know its sublayers' input shapes).
-        dummy = {
-            "source": ops.ones((1, 2), "int32") * self.eos_id,
-            "target_in": ops.ones((1, 1), "int32") * self.bos_id,
-        }
-        self.call(dummy)
-        self.built = True
-
-    # The contract -----------------------------------------------------------
-
-    def call(self, inputs, training=None):
-        source, target_in = inputs["source"], inputs["target_in"]
-        state = self.encode(source, training=training)
-        embedded = self.embed_targets(target_in, training=training)
-        features, _ = self.run_recurrence(embedded, state)
-        return self.output_logits(features, training=training)
+    @staticmethod
+    def _check_vocabulary_size(name, size, *special_ids):
+        if not isinstance(size, int) or size <= max(special_ids):
+            raise ValueError(
+                f"`{name}` must be an int larger than the special token ids. "
+                f"Received: {name}={size!r}"
+            )
 
     def decode_step(self, previous_tokens, state, step):
         """One target step: `previous_tokens` `[B]` -> logits `[B, V]`."""
@@ -135,6 +119,10 @@ class Seq2SeqRecipe(keras.Model):
         """F, the size of the features `recurrent_step` returns."""
         raise NotImplementedError
 
+    def attention_width(self, state):
+        """S, the number of positions a step attends over (the source length)."""
+        return ops.shape(state["source_mask"])[1]
+
     # The recurrence over a whole target ---------------------------------------
 
     def run_recurrence(self, embedded, state):
@@ -147,7 +135,7 @@ class Seq2SeqRecipe(keras.Model):
         constants = {k: v for k, v in state.items() if k not in self.recurrent_state_keys}
         recurrent = {k: state[k] for k in self.recurrent_state_keys}
         batch = ops.shape(embedded)[0]
-        source_length = ops.shape(state["source_mask"])[1]
+        source_length = self.attention_width(state)
         dtype = self.compute_dtype
         initial = (
             recurrent,
@@ -182,15 +170,8 @@ class Seq2SeqRecipe(keras.Model):
         _, (_, features, attention, _) = ops.scan(one_step, initial, steps)
         return ops.swapaxes(features, 0, 1), ops.swapaxes(attention, 0, 1)
 
-    def attention_weights(self, inputs):
-        """The teacher-forced alignment `[B, T, S]` of a batch (for plots)."""
-        state = self.encode(inputs["source"])
-        embedded = self.embed_targets(inputs["target_in"])
-        return self.run_recurrence(embedded, state)[1]
-
     def get_config(self):
         return {
-            "source_vocabulary_size": self.source_vocabulary_size,
             "target_vocabulary_size": self.target_vocabulary_size,
             "pad_id": self.pad_id,
             "bos_id": self.bos_id,
@@ -198,3 +179,51 @@ class Seq2SeqRecipe(keras.Model):
             "max_target_length": self.max_target_length,
             "name": self.name,
         }
+
+
+class Seq2SeqRecipe(AttentionDecoderModel):
+    """Base class of the translation recipes: a token source.
+
+    Inputs are `{"source": [B, S] ids, "target_in": [B, T] ids}`. See
+    `AttentionDecoderModel` for what a subclass implements (or override
+    `call` and `decode_step` entirely, as the Transformer does).
+
+    Args:
+        source_vocabulary_size: int, size of the source vocabulary.
+        target_vocabulary_size: int, size of the target vocabulary.
+        **kwargs: see `AttentionDecoderModel`.
+    """
+
+    def __init__(self, source_vocabulary_size, target_vocabulary_size, **kwargs):
+        super().__init__(target_vocabulary_size, **kwargs)
+        self._check_vocabulary_size(
+            "source_vocabulary_size", source_vocabulary_size, self.pad_id, self.bos_id, self.eos_id
+        )
+        self.source_vocabulary_size = source_vocabulary_size
+
+    def build(self, input_shape=None):
+        # Every weight's shape follows from the config, so one call on a
+        # dummy batch builds them all (a subclassed model has no other way
+        # to know its sublayers' input shapes).
+        dummy = {
+            "source": ops.ones((1, 2), "int32") * self.eos_id,
+            "target_in": ops.ones((1, 1), "int32") * self.bos_id,
+        }
+        self.call(dummy)
+        self.built = True
+
+    def call(self, inputs, training=None):
+        source, target_in = inputs["source"], inputs["target_in"]
+        state = self.encode(source, training=training)
+        embedded = self.embed_targets(target_in, training=training)
+        features, _ = self.run_recurrence(embedded, state)
+        return self.output_logits(features, training=training)
+
+    def attention_weights(self, inputs):
+        """The teacher-forced alignment `[B, T, S]` of a batch (for plots)."""
+        state = self.encode(inputs["source"])
+        embedded = self.embed_targets(inputs["target_in"])
+        return self.run_recurrence(embedded, state)[1]
+
+    def get_config(self):
+        return {"source_vocabulary_size": self.source_vocabulary_size, **super().get_config()}

@@ -1,0 +1,95 @@
+import numpy as np
+import pytest
+from layer_checks import check_layer
+from layer_checks import to_numpy
+from numpy_reference import masked_softmax
+
+from zoo.layers import SpatialSoftAttention
+from zoo.layers import doubly_stochastic_penalty
+
+
+def grid_inputs(batch=2, steps=3, query_depth=5, height=3, width=4, depth=6, seed=0):
+    rng = np.random.default_rng(seed)
+    query = rng.normal(size=(batch, steps, query_depth)).astype("float32")
+    grid = rng.normal(size=(batch, height, width, depth)).astype("float32")
+    return query, grid
+
+
+def show_attend_tell_reference(layer, query, grid):
+    """e_ti = v^T tanh(W h + b + U a_i); z_t = sigmoid(f_beta(h)) sum_i alpha_ti a_i."""
+    annotations = grid.reshape(grid.shape[0], -1, grid.shape[-1])
+    attention = layer.attention
+    projected_query = query @ to_numpy(attention.query_dense.kernel) + to_numpy(
+        attention.query_dense.bias
+    )
+    projected_keys = annotations @ to_numpy(attention.key_dense.kernel)
+    hidden = np.tanh(projected_query[:, :, None, :] + projected_keys[:, None, :, :])
+    alpha = masked_softmax(hidden @ to_numpy(attention.attention_v), np.ones(hidden.shape[:3], bool))
+    context = alpha @ annotations
+    if layer.use_gate:
+        gate = 1 / (1 + np.exp(-(query @ to_numpy(layer.gate_dense.kernel) + to_numpy(layer.gate_dense.bias))))
+        context = context * gate
+    return context, alpha
+
+
+@pytest.mark.parametrize("use_gate", [True, False])
+def test_matches_the_papers_formula(use_gate):
+    query, grid = grid_inputs()
+    layer = SpatialSoftAttention(units=4, use_gate=use_gate)
+    context, alpha = layer(query, grid, return_attention_scores=True)
+    expected_context, expected_alpha = show_attend_tell_reference(layer, query, grid)
+    np.testing.assert_allclose(to_numpy(alpha), expected_alpha, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(to_numpy(context), expected_context, rtol=1e-5, atol=1e-5)
+    assert tuple(alpha.shape) == (2, 3, 12)
+
+
+def test_one_step_with_projected_features_equals_the_sequence_row():
+    query, grid = grid_inputs()
+    layer = SpatialSoftAttention(units=4)
+    all_steps, all_alpha = layer(query, grid, return_attention_scores=True)
+    keys = layer.project_features(grid)
+    for t in range(query.shape[1]):
+        step, alpha = layer(query[:, t], grid, projected_features=keys, return_attention_scores=True)
+        np.testing.assert_allclose(to_numpy(step), to_numpy(all_steps)[:, t], atol=1e-6)
+        np.testing.assert_allclose(to_numpy(alpha), to_numpy(all_alpha)[:, t], atol=1e-6)
+
+
+def test_a_flat_grid_gives_the_same_result():
+    query, grid = grid_inputs()
+    layer = SpatialSoftAttention(units=4)
+    flat = grid.reshape(grid.shape[0], -1, grid.shape[-1])
+    np.testing.assert_allclose(to_numpy(layer(query, grid)), to_numpy(layer(query, flat)), atol=1e-6)
+
+
+def test_doubly_stochastic_penalty_matches_the_formula():
+    rng = np.random.default_rng(1)
+    alpha = rng.dirichlet(np.ones(5), size=(2, 4)).astype("float32")  # [B, T, L]
+    mask = np.array([[1, 1, 1, 1], [1, 1, 0, 0]], bool)
+    expected = np.sum((1 - np.sum(alpha * mask[:, :, None], axis=1)) ** 2, axis=-1)
+    np.testing.assert_allclose(
+        to_numpy(doubly_stochastic_penalty(alpha, mask)), expected, rtol=1e-6
+    )
+    # Attention that visits each location exactly once over the caption
+    # costs nothing.
+    one_visit = np.eye(4, dtype="float32")[None]
+    assert float(to_numpy(doubly_stochastic_penalty(one_visit))[0]) == 0.0
+
+
+def test_common_layer_checks(tmp_path):
+    query, grid = grid_inputs()
+    check_layer(lambda **kw: SpatialSoftAttention(units=4, **kw), query, grid, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [({"units": 0}, "units"), ({"units": 4, "dropout": 1.5}, "dropout")],
+)
+def test_bad_arguments_name_the_argument(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SpatialSoftAttention(**kwargs)
+
+
+def test_bad_feature_rank_is_one_line():
+    layer = SpatialSoftAttention(units=4)
+    with pytest.raises(ValueError, match=r"\[batch, H, W, D\]"):
+        layer(np.zeros((2, 3), "float32"), np.zeros((2, 3), "float32"))
