@@ -8,6 +8,8 @@
     >>> model = zoo.build("rnnsearch_small")
     >>> translator = zoo.load("runs/rnnsearch_small")
     >>> translator.translate(["a sentence"], beam=5)[0].text
+    >>> captioner = zoo.load("runs/show_attend_tell_small")
+    >>> captioner.caption_files(["image.png"], beam=3)[0].text
 """
 
 __version__ = "0.1.0"
@@ -28,7 +30,16 @@ def build(name, **overrides):
 
 
 def load(run_dir):
-    """A `zoo.translator.Translator` from a run directory of `zoo train`."""
+    """A run directory of `zoo train`, reopened: a `zoo.translator.Translator`,
+    or a `zoo.captioner.Captioner` for a captioning recipe."""
+    from zoo import runs
+
+    run_dir = runs.check_run_directory(run_dir)
+    config = runs.read_json(run_dir / runs.CONFIG)
+    if config.get("task") == "captioning":
+        from zoo import captioner
+
+        return captioner.load(run_dir, config)
     from zoo import translator
 
     return translator.load(run_dir)

@@ -4,6 +4,7 @@
     zoo train PRESET [--data SPEC] [--epochs N] [--out DIR]
     zoo evaluate DIR [--data SPEC] [--beam K]
     zoo translate DIR "a sentence" [--beam K] [--plot out.png]
+    zoo caption DIR image.png [--beam K] [--plot out.png]
     zoo demo [--layers]
 
 A user mistake (unknown preset, missing run directory or data file, bad
@@ -60,19 +61,24 @@ def build_parser():
     train.add_argument("preset", help="a preset name (see `zoo list`)")
     train.add_argument(
         "--data",
-        help="training data: 'synthetic' (default for the small presets), "
-        "'SOURCE,TARGET' aligned text files (.gz allowed), or a TSV file",
+        help="training data: 'synthetic' (default for the small presets); for "
+        "translation 'SOURCE,TARGET' aligned text files (.gz allowed) or a TSV file; "
+        "for captioning 'CAPTIONS,IMAGE_DIR[,SPLIT]' (Flickr token file or COCO .json)",
     )
     train.add_argument("--epochs", type=positive_int, help="override the preset's epochs")
     train.add_argument("--batch-size", type=positive_int, help="override the preset's batch size")
-    train.add_argument("--train-size", type=positive_int, help="use at most N training pairs")
+    train.add_argument(
+        "--train-size", type=positive_int, help="use at most N training pairs (images for captioning)"
+    )
     train.add_argument("--out", help="run directory (default runs/PRESET)")
     train.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
 
-    evaluate = commands.add_parser("evaluate", help="BLEU of a trained run on a test set")
+    evaluate = commands.add_parser("evaluate", help="BLEU (and caption metrics) of a trained run")
     evaluate.add_argument("run_dir", help="a run directory written by `zoo train`")
     evaluate.add_argument(
-        "--data", help="test data ('SOURCE,TARGET' files or TSV); default: the run's synthetic test set"
+        "--data",
+        help="test data ('SOURCE,TARGET' files or TSV; for captioning 'CAPTIONS,IMAGE_DIR[,SPLIT]'); "
+        "default: the run's synthetic test set",
     )
     evaluate.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
     evaluate.add_argument("--length-penalty", type=non_negative_float, default=0.6)
@@ -84,6 +90,15 @@ def build_parser():
     translate.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
     translate.add_argument("--length-penalty", type=non_negative_float, default=0.6)
     translate.add_argument("--plot", help="save the alignment heat map of the first sentence (PNG)")
+
+    caption = commands.add_parser("caption", help="caption images with a trained run")
+    caption.add_argument("run_dir", help="a captioning run directory written by `zoo train`")
+    caption.add_argument("images", nargs="+", help="image files (PNG, JPEG, BMP, GIF)")
+    caption.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
+    caption.add_argument("--length-penalty", type=non_negative_float, default=0.6)
+    caption.add_argument(
+        "--plot", help="save the attention of each word over the first image (PNG)"
+    )
 
     demo = commands.add_parser(
         "demo", help="the main job: RNNencdec vs RNNsearch on the synthetic corpus"
@@ -137,12 +152,40 @@ def test_pairs(translator, data_spec):
     return training.load_pairs(settings)[2]
 
 
+def test_images(captioner, data_spec):
+    from zoo import data
+    from zoo import training
+
+    if data_spec:
+        return data.read_captions(data_spec).images
+    settings = captioner.config["training"]
+    if settings["data"] != "synthetic":
+        raise UserError(
+            "this run was not trained on the synthetic images: name its test set with --data"
+        )
+    return training.load_caption_splits(settings)[2]
+
+
+def evaluate_captioner(captioner, args):
+    examples = test_images(captioner, args.data)[: args.limit]
+    result = captioner.evaluate(examples, beam=args.beam, length_penalty=args.length_penalty)
+    for name, value in result["scores"].items():
+        print(f"{name}: {value:.2f}" if isinstance(value, float) else f"{name}: {value}")
+    if result["localisation"] is not None:
+        print("attention localisation (words that name an object):")
+        for name, value in result["localisation"].items():
+            print(f"  {name}: {value:.3f}" if isinstance(value, float) else f"  {name}: {value}")
+
+
 def command_evaluate(args):
     import zoo
     from zoo import evaluation
 
     check_run_directory(args.run_dir)  # before TensorFlow loads: a quick, quiet error
-    translator = zoo.load(args.run_dir)
+    run = zoo.load(args.run_dir)
+    if run.config.get("task") == "captioning":
+        return evaluate_captioner(run, args)
+    translator = run
     pairs = test_pairs(translator, args.data)[: args.limit]
     result = translator.evaluate(pairs, beam=args.beam, length_penalty=args.length_penalty)
     print(result["bleu"])
@@ -156,6 +199,8 @@ def command_translate(args):
 
     check_run_directory(args.run_dir)
     translator = zoo.load(args.run_dir)
+    if translator.config.get("task") == "captioning":
+        raise UserError(f"{args.run_dir!r} is a captioning run: use `zoo caption`")
     translations = translator.translate(
         args.sentences, beam=args.beam, length_penalty=args.length_penalty
     )
@@ -167,6 +212,33 @@ def command_translate(args):
             first.alignment, first.source_pieces, first.target_pieces, args.plot
         )
         print(f"alignment: {path}", file=sys.stderr)
+
+
+def command_caption(args):
+    import zoo
+    from zoo import plots
+
+    check_run_directory(args.run_dir)
+    captioner = zoo.load(args.run_dir)
+    if captioner.config.get("task") != "captioning":
+        raise UserError(f"{args.run_dir!r} is a translation run: use `zoo translate`")
+    captions = captioner.caption_files(
+        args.images, beam=args.beam, length_penalty=args.length_penalty
+    )
+    for caption in captions:
+        print(caption.text)
+    if args.plot:
+        from zoo.data import load_image
+
+        first = captions[0]
+        words = [w for w in first.words if w != "[EOS]"]
+        path = plots.plot_caption_attention(
+            load_image(args.images[0], captioner.image_size),
+            words,
+            first.attention[: len(words)],
+            args.plot,
+        )
+        print(f"attention: {path}", file=sys.stderr)
 
 
 def command_demo(args):
@@ -185,6 +257,7 @@ COMMANDS = {
     "train": command_train,
     "evaluate": command_evaluate,
     "translate": command_translate,
+    "caption": command_caption,
     "demo": command_demo,
 }
 

@@ -1,4 +1,5 @@
-"""Plots: the alignment matrix of an attentional decoder as a heat map.
+"""Plots: the alignment matrix of an attentional decoder as a heat map, and
+the attention of a captioning decoder over the image, word by word.
 
 Uses `matplotlib.figure.Figure` with the Agg canvas directly, never pyplot, so
 that plotting from a script, a test or a notebook neither needs a display nor
@@ -23,6 +24,12 @@ from matplotlib.figure import Figure
 _INCHES_PER_TOKEN = 0.35
 _MARGIN_INCHES = 1.5
 _DPI = 100
+# Caption attention figure: inches per panel side, and panels per row before
+# the figure wraps (the image plus four words, as in the paper's figures).
+_PANEL_INCHES = 2.0
+_PANELS_PER_ROW = 5
+# Opacity of the attention overlay: the image stays visible beneath it.
+_OVERLAY_ALPHA = 0.6
 
 
 def plot_alignment(weights, source_tokens, target_tokens, path, title=None):
@@ -87,6 +94,117 @@ def plot_alignment(weights, source_tokens, target_tokens, path, title=None):
     path.parent.mkdir(parents=True, exist_ok=True)
     _save_atomically(figure, path)
     return path
+
+
+def plot_caption_attention(image, words, attention_maps, path, title=None):
+    """Writes the image and, per generated word, where the decoder looked.
+
+    The figure of Xu et al. (2015, Figures 2 and 3): the image, then one panel
+    per word of the caption showing the image under that word's attention
+    map, upsampled smoothly (bilinear) to the image and overlaid
+    semi-transparently in grey scale, bright where the weight is high (each
+    map is scaled to its own maximum, so every word's focus shows), with the
+    word as the panel's title. Row i of a map is the i-th band of the image
+    from the top. Panels run left to right and wrap after
+    `_PANELS_PER_ROW` per row.
+
+    The PNG is written atomically, as by `plot_alignment`.
+
+    Args:
+        image: array-like `[H, W, 3]`, uint8, or float in [0, 1].
+        words: sequence of str, the generated caption, one word per step.
+        attention_maps: array-like `[len(words), h, w]`, each step's weights
+            over the feature grid (e.g. the decoder's attention `[T, h * w]`
+            reshaped to the grid).
+        path: str or path-like, where to write the PNG.
+        title: optional str, written above the figure.
+
+    Returns:
+        `pathlib.Path`, the path of the written PNG.
+
+    Raises:
+        ValueError: the image is not `[H, W, 3]` uint8 or float in [0, 1],
+            there are no words, the maps are not `[len(words), h, w]`, or a
+            weight is NaN or infinite.
+
+    Example:
+
+    >>> result = greedy_caption(model, image[None])          # doctest: +SKIP
+    >>> maps = result["attention"][0].reshape(-1, 8, 8)      # doctest: +SKIP
+    >>> plot_caption_attention(image, caption.split(), maps,
+    ...                        "runs/sat/attention_0.png")   # doctest: +SKIP
+
+    References:
+        Xu et al., 2015, "Show, Attend and Tell: Neural Image Caption
+        Generation with Visual Attention", https://arxiv.org/abs/1502.03044.
+    """
+    image = np.asarray(image)
+    if image.ndim != 3 or image.shape[-1] != 3 or 0 in image.shape:
+        raise ValueError(
+            f"image must have shape [H, W, 3]; received shape {list(image.shape)}."
+        )
+    if image.dtype != np.uint8:
+        if not np.issubdtype(image.dtype, np.floating):
+            raise ValueError(
+                f"image must be uint8 or float in [0, 1]; received dtype {image.dtype}."
+            )
+        if not (np.all(np.isfinite(image)) and image.min() >= 0 and image.max() <= 1):
+            raise ValueError("A float image must have values in [0, 1].")
+    words = [str(word) for word in words]
+    if not words:
+        raise ValueError("plot_caption_attention needs at least one word; received 0.")
+    maps = np.asarray(attention_maps, dtype=np.float64)
+    if maps.ndim != 3 or maps.shape[0] != len(words) or 0 in maps.shape:
+        raise ValueError(
+            f"attention_maps must have shape [len(words), h, w] = [{len(words)}, h, w]; "
+            f"received shape {list(maps.shape)}."
+        )
+    if not np.all(np.isfinite(maps)):
+        raise ValueError(
+            "attention_maps contain NaN or infinite values; attention weights must "
+            "be finite (check the model's masking)."
+        )
+
+    figure = _caption_attention_figure(image, words, maps, title)
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _save_atomically(figure, path)
+    return path
+
+
+def _caption_attention_figure(image, words, maps, title):
+    n_panels = 1 + len(words)
+    columns = min(n_panels, _PANELS_PER_ROW)
+    rows = -(-n_panels // columns)
+    figure = Figure(
+        figsize=(_PANEL_INCHES * columns, _PANEL_INCHES * rows),
+        dpi=_DPI,
+        layout="constrained",
+    )
+    FigureCanvasAgg(figure)
+    height, width = image.shape[:2]
+    # The map's cells tile the whole image: cell (0, 0) is the top-left.
+    extent = (0, width, height, 0)
+    axes = figure.add_subplot(rows, columns, 1)
+    axes.imshow(image, extent=extent)
+    axes.set_axis_off()
+    for panel, (word, attention) in enumerate(zip(words, maps), start=2):
+        axes = figure.add_subplot(rows, columns, panel)
+        axes.imshow(image, extent=extent)
+        axes.imshow(
+            attention,
+            cmap="gray",
+            vmin=0.0,
+            vmax=max(attention.max(), np.finfo(np.float64).tiny),
+            alpha=_OVERLAY_ALPHA,
+            interpolation="bilinear",
+            extent=extent,
+        )
+        axes.set_title(word, parse_math=False)
+        axes.set_axis_off()
+    if title is not None:
+        figure.suptitle(str(title), parse_math=False)
+    return figure
 
 
 def _alignment_figure(weights, source_tokens, target_tokens, title):

@@ -19,7 +19,11 @@ RECIPES = {
     "rnnsearch": "zoo.recipes.rnnsearch:RNNSearch",
     "luong": "zoo.recipes.luong:Luong",
     "transformer": "zoo.recipes.transformer:Transformer",
+    "show_attend_tell": "zoo.recipes.show_attend_tell:ShowAttendTell",
 }
+# What a recipe's source is: a sentence ("translation", the default) or an
+# image ("captioning"). Training, loading and the CLI follow the task.
+CAPTIONING_RECIPES = ("show_attend_tell",)
 
 # Training defaults of the small presets: sized so that the embedded
 # synthetic corpus trains in minutes on 2 CPU cores.
@@ -49,6 +53,23 @@ MULTI30K_TRAINING = {
     "learning_rate": 1e-3,
     "clipnorm": 1.0,
     "max_length": 64,
+    "jit_compile": None,
+}
+
+# Show, Attend and Tell on the embedded synthetic captioning set: 64x64
+# images, captions of at most 15 words, a vocabulary of a few dozen words.
+SYNTHETIC_CAPTIONS_TRAINING = {
+    "data": "synthetic",
+    "train_size": 4000,  # images; each has 5 reference captions
+    "valid_size": 200,
+    "test_size": 500,
+    "image_size": 64,
+    "vocabulary_size": 200,
+    "batch_size": 64,
+    "epochs": 4,
+    "learning_rate": 3e-3,
+    "clipnorm": 1.0,
+    "max_length": 24,
     "jit_compile": None,
 }
 
@@ -165,6 +186,52 @@ PRESETS = {
         },
         "training": {**MULTI30K_TRAINING, "learning_rate": 5e-4},
     },
+    "show_attend_tell_small": {
+        "recipe": "show_attend_tell",
+        "description": "Xu et al. 2015 soft attention, small CNN (8x8 grid), LSTM 256; "
+        "synthetic shapes",
+        "model": {
+            "image_size": 64,
+            "encoder": "small_cnn",
+            "encoder_filters": [32, 64, 128],
+            "feature_dim": 128,
+            "embedding_dim": 64,
+            "hidden_dim": 256,
+            "attention_units": 128,
+            "dropout": 0.1,
+            "doubly_stochastic_lambda": 1.0,
+            "max_target_length": 24,
+        },
+        "training": SYNTHETIC_CAPTIONS_TRAINING,
+    },
+    "show_attend_tell_flickr8k": {
+        "recipe": "show_attend_tell",
+        "description": "Xu et al. 2015 on Flickr8k: VGG-19 conv5_4 (14x14x512), LSTM 1800, "
+        "embedding 512 (the authors' arctic-captions settings); weights from a local file",
+        "model": {
+            "image_size": 224,
+            "encoder": "VGG19",
+            "encoder_layer": "block5_conv4",
+            "encoder_weights": None,
+            "embedding_dim": 512,
+            "hidden_dim": 1800,
+            "attention_units": 512,
+            "dropout": 0.5,
+            "doubly_stochastic_lambda": 1.0,
+            "max_target_length": 40,
+        },
+        "training": {
+            "data": "flickr8k",
+            "image_size": 224,
+            "vocabulary_size": 10000,
+            "batch_size": 64,
+            "epochs": 20,
+            "learning_rate": 1e-3,
+            "clipnorm": 1.0,
+            "max_length": 40,
+            "jit_compile": None,
+        },
+    },
 }
 
 
@@ -186,6 +253,11 @@ def get_preset(name):
     return copy.deepcopy(PRESETS[name])
 
 
+def task_of(recipe):
+    """"captioning" for a recipe that reads images, else "translation"."""
+    return "captioning" if recipe in CAPTIONING_RECIPES else "translation"
+
+
 def recipe_class(recipe):
     module_name, class_name = RECIPES[recipe].split(":")
     return getattr(importlib.import_module(module_name), class_name)
@@ -194,7 +266,8 @@ def recipe_class(recipe):
 def build(name, **overrides):
     """Builds the model of preset `name`, with constructor arguments overridden.
 
-    The vocabulary sizes default to the preset's training vocabulary size.
+    The vocabulary sizes default to the preset's training vocabulary size
+    (a captioning recipe has only a target vocabulary).
 
     Example:
         >>> model = zoo.build("rnnsearch_small", source_vocabulary_size=500,
@@ -202,10 +275,8 @@ def build(name, **overrides):
     """
     preset = get_preset(name)
     vocabulary_size = preset["training"]["vocabulary_size"]
-    config = {
-        "source_vocabulary_size": vocabulary_size,
-        "target_vocabulary_size": vocabulary_size,
-        **preset["model"],
-        **overrides,
-    }
+    vocabularies = {"target_vocabulary_size": vocabulary_size}
+    if task_of(preset["recipe"]) == "translation":
+        vocabularies["source_vocabulary_size"] = vocabulary_size
+    config = {**vocabularies, **preset["model"], **overrides}
     return recipe_class(preset["recipe"])(**config)

@@ -1,14 +1,15 @@
-"""The run directory: everything a trained translator needs, in one folder.
+"""The run directory: everything a trained model needs, in one folder.
 
-    config.json          preset, recipe, model config, training settings, data
+    config.json          preset, recipe, task, model config, training settings
     source.vocab         source WordPiece vocabulary, one token a line
-    target.vocab         target vocabulary
+                         (translation only)
+    target.vocab         target (or caption) vocabulary
     model.weights.h5     the final weights
     checkpoints/         weights after each epoch (epoch-NN.weights.h5)
     history.csv          loss per epoch
     metrics.json         final figures (loss, time, tokens per second, BLEU)
 
-`zoo.load(DIR)` reopens it as a `Translator`. Files are written to a
+`zoo.load(DIR)` reopens it as a `Translator` or a `Captioner`. Files are written to a
 temporary name and renamed, so a crash never leaves a half-written one.
 """
 
@@ -26,6 +27,7 @@ METRICS = "metrics.json"
 HISTORY = "history.csv"
 CHECKPOINTS = "checkpoints"
 REQUIRED = (CONFIG, SOURCE_VOCABULARY, TARGET_VOCABULARY, WEIGHTS)
+CAPTIONING_REQUIRED = (CONFIG, TARGET_VOCABULARY, WEIGHTS)
 
 
 class RunDirectoryError(ZooUserError):
@@ -53,7 +55,10 @@ def check_run_directory(run_dir):
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunDirectoryError(f"run directory {str(run_dir)!r} does not exist")
-    missing = [name for name in REQUIRED if not (run_dir / name).is_file()]
+    required = REQUIRED
+    if (run_dir / CONFIG).is_file() and read_json(run_dir / CONFIG).get("task") == "captioning":
+        required = CAPTIONING_REQUIRED
+    missing = [name for name in required if not (run_dir / name).is_file()]
     if missing:
         raise RunDirectoryError(
             f"run directory {str(run_dir)!r} is incomplete: missing "

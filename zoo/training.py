@@ -34,12 +34,36 @@ def load_pairs(training):
             seed=training.get("seed", 0),
         )
         return splits["train"], splits["valid"], splits["test"]
-    corpus = data.read_corpus(training["data"])
-    pairs = corpus.pairs
-    valid_size = min(training.get("valid_size", 500), len(pairs) // 10)
+    return _hold_out_validation(data.read_corpus(training["data"]).pairs, training)
+
+
+def load_caption_splits(training):
+    """(train, valid, test) lists for a captioning preset's training settings.
+
+    Synthetic data gives `zoo.data.captions.CaptionExample`s (images in
+    memory, with their objects' boxes); a real corpus spec
+    (`zoo.data.read_captions`) gives `CaptionImage`s (image files), split as
+    in `load_pairs`. `train_size` counts images.
+    """
+    if training["data"] == "synthetic":
+        splits = data.synthetic_caption_splits(
+            training["train_size"],
+            training["valid_size"],
+            training["test_size"],
+            seed=training.get("seed", 0),
+            image_size=training["image_size"],
+        )
+        return splits["train"], splits["valid"], splits["test"]
+    return _hold_out_validation(data.read_captions(training["data"]).images, training)
+
+
+def _hold_out_validation(examples, training):
+    """A real corpus: the last `valid_size` examples (at most a tenth) for
+    validation, at most `train_size` before them for training, no test."""
+    valid_size = min(training.get("valid_size", 500), len(examples) // 10)
     if training.get("train_size"):
-        pairs = pairs[: training["train_size"] + valid_size]
-    return pairs[: len(pairs) - valid_size], pairs[len(pairs) - valid_size :], []
+        examples = examples[: training["train_size"] + valid_size]
+    return examples[: len(examples) - valid_size], examples[len(examples) - valid_size :], []
 
 
 def learning_rate_schedule(training, batches_per_epoch):
@@ -84,46 +108,19 @@ def _count_target_tokens(dataset):
     return int(sum(np.count_nonzero(targets) for _, targets in dataset.as_numpy_iterator()))
 
 
-def train(
-    preset,
-    out,
-    data_spec=None,
-    epochs=None,
-    batch_size=None,
-    train_size=None,
-    overwrite=False,
-    verbose="auto",
-    evaluate_test=True,
-):
-    """Trains preset `preset` and writes its run directory `out`.
+class _TaskData:
+    """What training needs from a task (translation or captioning)."""
 
-    Args:
-        preset: a preset name (`zoo.presets()`).
-        out: the run directory to write.
-        data_spec: None for the preset's data, "synthetic", or a corpus spec
-            (`"train.en.gz,train.de.gz"` or a TSV file).
-        epochs, batch_size, train_size: override the preset's settings.
-        overwrite: replace an existing run directory.
-        verbose: Keras `fit` verbosity ("auto": a progress bar).
-        evaluate_test: when the data has a test split, translate it greedily
-            and record its BLEU in metrics.json.
+    def __init__(self, train_data, valid_data, vocabularies, examples, evaluate):
+        self.train_data = train_data  # tf.data, ({inputs}, target_out) batches
+        self.valid_data = valid_data
+        self.vocabularies = vocabularies  # model config entries
+        self.examples = examples  # {"train_pairs": N} or {"train_images": N, ...}
+        self.evaluate = evaluate  # (model, config) -> metrics dict, or None
 
-    Returns:
-        The run directory, a `Path`.
-    """
-    settings = registry.get_preset(preset)
-    training = dict(settings["training"])
-    for key, value in (
-        ("data", data_spec),
-        ("epochs", epochs),
-        ("batch_size", batch_size),
-        ("train_size", train_size),
-    ):
-        if value is not None:
-            training[key] = value
-    train_pairs, valid_pairs, test_pairs = load_pairs(training)
-    out = _prepare_run_directory(out, overwrite)
 
+def _translation_data(training, splits, out):
+    train_pairs, valid_pairs, test_pairs = splits
     source_tokenizer = data.TextTokenizer.train(
         [s for s, _ in train_pairs], training["vocabulary_size"]
     )
@@ -145,17 +142,123 @@ def train(
             max_target_length=training["max_length"],
         )
 
-    train_data = dataset(train_pairs, shuffle=True)
-    valid_data = dataset(valid_pairs, shuffle=False) if valid_pairs else None
+    def evaluate(model, config):
+        from zoo.translator import Translator
 
-    model_config = {
-        **settings["model"],
-        "source_vocabulary_size": source_tokenizer.vocabulary_size,
-        "target_vocabulary_size": target_tokenizer.vocabulary_size,
-    }
+        translator = Translator(model, source_tokenizer, target_tokenizer, config)
+        result = translator.evaluate(test_pairs)
+        return {
+            "test_bleu": result["bleu"].score,
+            "test_bleu_signature": result["bleu"].signature,
+        }
+
+    return _TaskData(
+        dataset(train_pairs, shuffle=True),
+        dataset(valid_pairs, shuffle=False) if valid_pairs else None,
+        {
+            "source_vocabulary_size": source_tokenizer.vocabulary_size,
+            "target_vocabulary_size": target_tokenizer.vocabulary_size,
+        },
+        {"train_pairs": len(train_pairs)},
+        evaluate if test_pairs else None,
+    )
+
+
+def _captioning_data(training, splits, out):
+    from zoo import captioner
+
+    train_images, valid_images, test_images = splits
+    images, captions = captioner.caption_pairs(train_images)
+    tokenizer = data.TextTokenizer.train(captions, training["vocabulary_size"])
+    tokenizer.save(out / runs.TARGET_VOCABULARY)
+
+    def dataset(examples, shuffle):
+        images, captions = captioner.caption_pairs(examples)
+        return data.make_caption_dataset(
+            images,
+            captions,
+            tokenizer,
+            image_size=training["image_size"],
+            batch_size=training["batch_size"],
+            shuffle=shuffle,
+            seed=training.get("seed", 0),
+            max_caption_length=training["max_length"],
+        )
+
+    def evaluate(model, config):
+        result = captioner.Captioner(model, tokenizer, config).evaluate(test_images)
+        metrics = {f"test_{name}": value for name, value in result["scores"].items()}
+        if result["localisation"] is not None:
+            metrics.update(
+                {f"test_attention_{k}": v for k, v in result["localisation"].items()}
+            )
+        return metrics
+
+    return _TaskData(
+        dataset(train_images, shuffle=True),
+        dataset(valid_images, shuffle=False) if valid_images else None,
+        {"target_vocabulary_size": tokenizer.vocabulary_size},
+        {"train_images": len(train_images), "train_pairs": len(captions)},
+        evaluate if test_images else None,
+    )
+
+
+def train(
+    preset,
+    out,
+    data_spec=None,
+    epochs=None,
+    batch_size=None,
+    train_size=None,
+    overwrite=False,
+    verbose="auto",
+    evaluate_test=True,
+):
+    """Trains preset `preset` and writes its run directory `out`.
+
+    Args:
+        preset: a preset name (`zoo.presets()`).
+        out: the run directory to write.
+        data_spec: None for the preset's data, "synthetic", or a corpus spec
+            (translation: `"train.en.gz,train.de.gz"` or a TSV file;
+            captioning: `"captions.txt,images/[,split.txt]"` or
+            `"captions.json,images/"`).
+        epochs, batch_size, train_size: override the preset's settings
+            (`train_size` counts sentence pairs, or images for captioning).
+        overwrite: replace an existing run directory.
+        verbose: Keras `fit` verbosity ("auto": a progress bar).
+        evaluate_test: when the data has a test split, decode it greedily
+            and record its scores in metrics.json.
+
+    Returns:
+        The run directory, a `Path`.
+    """
+    settings = registry.get_preset(preset)
+    training = dict(settings["training"])
+    for key, value in (
+        ("data", data_spec),
+        ("epochs", epochs),
+        ("batch_size", batch_size),
+        ("train_size", train_size),
+    ):
+        if value is not None:
+            training[key] = value
+    task = registry.task_of(settings["recipe"])
+    if task == "captioning":
+        splits = load_caption_splits(training)
+        prepare_data = _captioning_data
+    else:
+        splits = load_pairs(training)
+        prepare_data = _translation_data
+    out = _prepare_run_directory(out, overwrite)
+    task_data = prepare_data(training, splits, out)
+    train_data = task_data.train_data
+
+    model_config = {**settings["model"], **task_data.vocabularies}
     config = {
         "preset": preset,
         "recipe": settings["recipe"],
+        "task": task,
         "model": model_config,
         "training": training,
         "backend": keras.backend.backend(),
@@ -178,7 +281,7 @@ def train(
     started = time.monotonic()
     history = model.fit(
         train_data,
-        validation_data=valid_data,
+        validation_data=task_data.valid_data,
         epochs=training["epochs"],
         shuffle=False,  # the tf.data pipeline shuffles, with the run's seed
         verbose=verbose,
@@ -195,15 +298,14 @@ def train(
         "target_tokens_per_second": round(
             training["epochs"] * _count_target_tokens(train_data) / seconds, 1
         ),
-        "train_pairs": len(train_pairs),
+        **task_data.examples,
         **{key: float(values[-1]) for key, values in history.history.items()},
     }
-    if evaluate_test and test_pairs:
-        from zoo.translator import Translator
-
-        translator = Translator(model, source_tokenizer, target_tokenizer, config)
-        result = translator.evaluate(test_pairs)
-        metrics["test_bleu"] = result["bleu"].score
-        metrics["test_bleu_signature"] = result["bleu"].signature
+    if task == "captioning":
+        metrics["images_per_second"] = round(
+            training["epochs"] * task_data.examples["train_pairs"] / seconds, 1
+        )
+    if evaluate_test and task_data.evaluate is not None:
+        metrics.update(task_data.evaluate(model, config))
     runs.write_json(out / runs.METRICS, metrics)
     return out

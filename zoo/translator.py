@@ -62,23 +62,9 @@ class Translator:
         """The search as one compiled function of the source, cached per setting."""
         key = (beam, length_penalty, coverage_penalty)
         if key not in self._searches:
-            if beam > 1:
-
-                def search(source):
-                    return decoding.beam_search(
-                        self.model,
-                        source,
-                        beam_width=beam,
-                        length_penalty=length_penalty,
-                        coverage_penalty=coverage_penalty,
-                    )
-
-            else:
-
-                def search(source):
-                    return decoding.greedy_search(self.model, source)
-
-            self._searches[key] = compile_inference(search)
+            self._searches[key] = compiled_search(
+                self.model, beam, length_penalty, coverage_penalty
+            )
         return self._searches[key]
 
     def _decode_batch(self, source_ids, beam, length_penalty, coverage_penalty):
@@ -152,6 +138,29 @@ class Translator:
             "by_length": evaluation.bleu_by_length(sources, hypotheses, references, **options),
             "hypotheses": hypotheses,
         }
+
+
+def compiled_search(model, beam, length_penalty, coverage_penalty=0.0, max_length=None):
+    """Greedy (`beam=1`) or beam search of `model`, compiled as one function
+    of the source batch (see `compile_inference`)."""
+    if beam > 1:
+
+        def search(source):
+            return decoding.beam_search(
+                model,
+                source,
+                beam_width=beam,
+                length_penalty=length_penalty,
+                coverage_penalty=coverage_penalty,
+                max_length=max_length,
+            )
+
+    else:
+
+        def search(source):
+            return decoding.greedy_search(model, source, max_length=max_length)
+
+    return compile_inference(search)
 
 
 def compile_inference(function):

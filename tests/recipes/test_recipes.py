@@ -1,4 +1,4 @@
-"""Every registered translation preset, built tiny, holds the recipe contract.
+"""Every registered preset, built tiny, holds the recipe contract.
 
 A new preset is tested by adding it to the registry: nothing here names one.
 """
@@ -30,6 +30,17 @@ TINY = {
         "max_target_length": 16,
         "max_source_length": 16,
     },
+    "show_attend_tell": {
+        "image_size": 16,
+        "encoder": "small_cnn",
+        "encoder_filters": [4, 4],
+        "feature_dim": 6,
+        "encoder_weights": None,
+        "encoder_layer": None,
+        "embedding_dim": 6,
+        "hidden_dim": 8,
+        "attention_units": 5,
+    },
 }
 # Weights whose gradient is zero by construction: a bias added to every
 # attention score of a row (softmax is shift-invariant).
@@ -38,17 +49,25 @@ ZERO_GRADIENT_BY_DESIGN = ("key/bias",)
 SOURCE = np.array([[5, 6, 7, 8, 9, 4], [9, 4, 5, 0, 0, 0]], "int32")
 TARGET_IN = np.array([[2, 5, 6, 7, 8], [2, 8, 9, 0, 0]], "int32")
 TARGET_OUT = np.array([[5, 6, 7, 8, 3], [8, 9, 3, 0, 0]], "int32")
+# Captioning presets read 16x16 images: a 4x4 grid of 16 locations.
+IMAGES = np.random.default_rng(0).random((2, 16, 16, 3)).astype("float32")
+LOCATIONS = 16
+
+
+def is_captioning(name):
+    return zoo.registry.task_of(zoo.registry.get_preset(name)["recipe"]) == "captioning"
 
 
 def tiny_model(name):
     recipe = zoo.registry.get_preset(name)["recipe"]
-    overrides = {**TINY[recipe], "dropout": 0.0}
-    return zoo.registry.build(
-        name,
-        source_vocabulary_size=VOCABULARY,
-        target_vocabulary_size=VOCABULARY,
-        **overrides,
-    )
+    vocabularies = {"target_vocabulary_size": VOCABULARY}
+    if not is_captioning(name):
+        vocabularies["source_vocabulary_size"] = VOCABULARY
+    return zoo.registry.build(name, **vocabularies, **TINY[recipe], dropout=0.0)
+
+
+def source_of(name):
+    return IMAGES if is_captioning(name) else SOURCE
 
 
 def presets_under_test():
@@ -72,30 +91,36 @@ def preset_name(request):
     return request.param
 
 
-def inputs():
+def inputs(name):
+    if is_captioning(name):
+        return {"image": IMAGES, "target_in": TARGET_IN}
     return {"source": SOURCE, "target_in": TARGET_IN}
 
 
 def test_decode_step_reproduces_the_teacher_forced_logits(preset_name):
     model = tiny_model(preset_name)
-    expected = to_numpy(model(inputs()))
+    expected = to_numpy(model(inputs(preset_name)))
     assert expected.shape == (2, 5, VOCABULARY) and np.all(np.isfinite(expected))
-    state = model.encode(SOURCE)
+    state = model.encode(source_of(preset_name))
     for key, value in state.items():
         assert value.shape[0] == 2, f"state[{key!r}] is not batch-first"
     for step in range(TARGET_IN.shape[1]):
         logits, state, attention = model.decode_step(TARGET_IN[:, step], state, step)
         np.testing.assert_allclose(to_numpy(logits), expected[:, step], atol=1e-5)
         attention = to_numpy(attention)
-        assert attention.shape == (2, 6)
-        assert np.all(attention[1, 3:] == 0), "attention on padding"
+        if is_captioning(preset_name):
+            assert attention.shape == (2, LOCATIONS)
+            np.testing.assert_allclose(attention.sum(-1), 1.0, rtol=1e-5)
+        else:
+            assert attention.shape == (2, 6)
+            assert np.all(attention[1, 3:] == 0), "attention on padding"
 
 
 def test_every_weight_gets_a_gradient_and_fit_runs(preset_name):
     model = tiny_model(preset_name)
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)
     model.build()
-    gradients = gradient_magnitudes(model, inputs(), TARGET_OUT, loss)
+    gradients = gradient_magnitudes(model, inputs(preset_name), TARGET_OUT, loss)
     missing = [
         path
         for path, size in gradients.items()
@@ -103,7 +128,7 @@ def test_every_weight_gets_a_gradient_and_fit_runs(preset_name):
     ]
     assert not missing, f"no gradient reached {missing}"
     model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss, jit_compile=default_jit_compile())
-    history = model.fit(inputs(), TARGET_OUT, batch_size=2, epochs=1, verbose=0)
+    history = model.fit(inputs(preset_name), TARGET_OUT, batch_size=2, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
 
 
@@ -121,12 +146,12 @@ def test_reverse_valid_tokens_keeps_padding_in_place():
 def test_saved_weights_reload_to_the_same_translations(preset_name, tmp_path):
     model = tiny_model(preset_name)
     model.build()
-    expected = greedy_search(model, SOURCE, max_length=6)
+    expected = greedy_search(model, source_of(preset_name), max_length=6)
     path = tmp_path / "model.weights.h5"
     model.save_weights(path)
     reloaded = type(model).from_config(model.get_config())
     reloaded.build()
     reloaded.load_weights(path)
-    result = greedy_search(reloaded, SOURCE, max_length=6)
+    result = greedy_search(reloaded, source_of(preset_name), max_length=6)
     np.testing.assert_array_equal(to_numpy(result.tokens), to_numpy(expected.tokens))
     np.testing.assert_allclose(to_numpy(result.scores), to_numpy(expected.scores), atol=1e-5)

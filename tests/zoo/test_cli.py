@@ -6,24 +6,12 @@ import sys
 import numpy as np
 import pytest
 
+from cli_checks import assert_one_line_error
+from cli_checks import run_cli
+
 import zoo
 from zoo import cli
 from zoo import registry
-
-
-def run_cli(capsys, *argv):
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def assert_one_line_error(code, err, *words):
-    assert code == cli.USER_ERROR
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, f"expected one line, got: {err}"
-    assert "Traceback" not in err
-    for word in words:
-        assert word in lines[0]
 
 
 def test_list_shows_every_preset(capsys):

@@ -1,4 +1,4 @@
-"""zoo.plots: the alignment heat map PNG.
+"""zoo.plots: the alignment heat map PNG and the caption attention figure.
 
 Pure matplotlib and numpy, so it runs in every backend's process.
 """
@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from zoo.plots import plot_alignment
+from zoo.plots import plot_caption_attention
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -122,3 +123,110 @@ def test_failed_write_keeps_the_old_png_and_no_temporary(tmp_path, monkeypatch):
         plot_alignment(_diagonal(2, 2), ["a", "b"], ["x", "y"], path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["alignment.png"]
+
+
+# ---------------------------------------------------------------- captions
+
+
+def _scene(height=48, width=64):
+    """A mid-grey float image, so a bright overlay shows above it."""
+    return np.full((height, width, 3), 0.5)
+
+
+def _peaked_maps(n_words, cell, grid=(4, 4)):
+    maps = np.full((n_words, *grid), 0.01)
+    maps[:, cell[0], cell[1]] = 1.0
+    return maps / maps.sum(axis=(1, 2), keepdims=True)
+
+
+def test_caption_figure_is_the_image_then_one_panel_per_word(tmp_path):
+    target = tmp_path / "new" / "caption.png"
+    words = "a red circle".split()
+    backend_before = matplotlib.get_backend()
+    written = plot_caption_attention(
+        _scene(), words, _peaked_maps(3, (0, 0)), target, title="Show, Attend and Tell"
+    )
+    assert written == target
+    assert target.read_bytes()[:8] == PNG_MAGIC
+    one_row = _grey(target)
+    # Image + 3 words: 4 panels side by side.
+    assert one_row.shape[1] > 2.5 * one_row.shape[0]
+    assert matplotlib.get_backend() == backend_before
+
+
+def test_long_captions_wrap_to_several_rows(tmp_path):
+    words = [f"w{i}" for i in range(6)]  # 7 panels: rows of 5 and 2
+    uint8_image = np.full((48, 64, 3), 128, dtype=np.uint8)
+    wrapped = _grey(
+        plot_caption_attention(uint8_image, words, _peaked_maps(6, (1, 1)),
+                               tmp_path / "long.png")
+    )
+    one_row = _grey(
+        plot_caption_attention(uint8_image, words[:4], _peaked_maps(4, (1, 1)),
+                               tmp_path / "short.png")
+    )
+    # Same width (5 panels a row), twice the height.
+    assert wrapped.shape[1] == pytest.approx(one_row.shape[1], rel=0.05)
+    assert wrapped.shape[0] == pytest.approx(2 * one_row.shape[0], rel=0.15)
+
+
+def _bright_centroid(brighter, darker):
+    """Centre (row, column) of the pixels where `brighter` exceeds `darker`."""
+    gain = np.clip(brighter - darker, 0.0, None)
+    rows, columns = np.indices(gain.shape)
+    return (rows * gain).sum() / gain.sum(), (columns * gain).sum() / gain.sum()
+
+
+def test_overlay_is_bright_where_the_word_attends(tmp_path):
+    # One word, so the second half of the figure is its panel. Attention on
+    # the top-left cell versus the bottom-right cell: the only difference
+    # between the two PNGs is the overlay, brighter where the weight is high;
+    # row 0 of the map is the top of the image.
+    top_left = _grey(plot_caption_attention(
+        _scene(), ["circle"], _peaked_maps(1, (0, 0)), tmp_path / "tl.png"))
+    bottom_right = _grey(plot_caption_attention(
+        _scene(), ["circle"], _peaked_maps(1, (3, 3)), tmp_path / "br.png"))
+    assert top_left.shape == bottom_right.shape
+    width = top_left.shape[1]
+    # The image panel (left half) is the same in both.
+    np.testing.assert_allclose(top_left[:, : width // 2 - 5],
+                               bottom_right[:, : width // 2 - 5])
+    row_tl, column_tl = _bright_centroid(top_left, bottom_right)
+    row_br, column_br = _bright_centroid(bottom_right, top_left)
+    assert column_tl > width / 2 and column_br > width / 2
+    assert row_tl < row_br and column_tl < column_br
+
+
+@pytest.mark.parametrize(
+    "image, words, maps, match",
+    [
+        (np.zeros((48, 64)), ["a"], np.ones((1, 4, 4)),
+         r"image must have shape \[H, W, 3\]; received shape \[48, 64\]"),
+        (np.full((8, 8, 3), 2.0), ["a"], np.ones((1, 4, 4)), r"values in \[0, 1\]"),
+        (np.zeros((8, 8, 3), dtype=np.int64), ["a"], np.ones((1, 4, 4)),
+         "uint8 or float"),
+        (np.zeros((8, 8, 3)), ["a", "b"], np.ones((3, 4, 4)),
+         r"\[2, h, w\]; received shape \[3, 4, 4\]"),
+        (np.zeros((8, 8, 3)), ["a"], np.ones((1, 16)), r"received shape \[1, 16\]"),
+        (np.zeros((8, 8, 3)), ["a"], np.full((1, 2, 2), np.nan), "NaN or infinite"),
+        (np.zeros((8, 8, 3)), [], np.ones((0, 4, 4)), "at least one word"),
+    ],
+)
+def test_caption_attention_bad_input_raises_and_writes_nothing(
+    tmp_path, image, words, maps, match
+):
+    with pytest.raises(ValueError, match=match):
+        plot_caption_attention(image, words, maps, tmp_path / "bad.png")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_caption_attention_failed_write_leaves_no_file(tmp_path, monkeypatch):
+    def broken_savefig(self, *args, **kwargs):
+        args[0].write(b"\x89PNG half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", broken_savefig)
+    with pytest.raises(OSError, match="disk full"):
+        plot_caption_attention(_scene(), ["a"], np.ones((1, 2, 2)),
+                               tmp_path / "caption.png")
+    assert list(tmp_path.iterdir()) == []

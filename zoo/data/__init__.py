@@ -8,6 +8,12 @@
 - `zoo.data.tokenizer`: WordPiece tokenization with keras-nlp (TensorFlow).
 - `zoo.data.pipeline`: padded, length-bucketed `tf.data` batches
   (TensorFlow).
+- `zoo.data.captions`: an embedded synthetic image-captioning set of
+  coloured shapes (Python and NumPy).
+- `zoo.data.caption_readers`: readers for Flickr8k/30k and COCO captions
+  (pure Python).
+- `zoo.data.caption_pipeline`: `tf.data` batches of images and captions
+  (TensorFlow).
 
 The TensorFlow names are imported on first use, so `from zoo.data import
 synthetic_corpus` does not load TensorFlow.
@@ -27,6 +33,20 @@ Example:
 
 import importlib
 
+from zoo.data.caption_readers import CaptionCorpus
+from zoo.data.caption_readers import CaptionCorpusError
+from zoo.data.caption_readers import CaptionImage
+from zoo.data.caption_readers import ImageError
+from zoo.data.caption_readers import read_captions
+from zoo.data.caption_readers import read_coco
+from zoo.data.caption_readers import read_flickr
+from zoo.data.captions import COLOURS
+from zoo.data.captions import SHAPES
+from zoo.data.captions import SIZES
+from zoo.data.captions import CaptionExample
+from zoo.data.captions import SceneObject
+from zoo.data.captions import synthetic_caption_splits
+from zoo.data.captions import synthetic_captions
 from zoo.data.readers import CorpusError
 from zoo.data.readers import ParallelCorpus
 from zoo.data.readers import read_corpus
@@ -48,6 +68,9 @@ _LAZY = {
     "EncodedPairs": "zoo.data.pipeline",
     "encode_pairs": "zoo.data.pipeline",
     "make_translation_dataset": "zoo.data.pipeline",
+    "find_unreadable_images": "zoo.data.caption_pipeline",
+    "load_image": "zoo.data.caption_pipeline",
+    "make_caption_dataset": "zoo.data.caption_pipeline",
 }
 
 
@@ -73,5 +96,19 @@ __all__ = [
     "TargetLexicon",
     "synthetic_corpus",
     "synthetic_splits",
+    "CaptionCorpus",
+    "CaptionCorpusError",
+    "CaptionImage",
+    "ImageError",
+    "read_captions",
+    "read_coco",
+    "read_flickr",
+    "COLOURS",
+    "SHAPES",
+    "SIZES",
+    "CaptionExample",
+    "SceneObject",
+    "synthetic_caption_splits",
+    "synthetic_captions",
     *_LAZY,
 ]

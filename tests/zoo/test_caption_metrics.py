@@ -1,0 +1,330 @@
+"""zoo.caption_metrics: BLEU-1..4, CIDEr-D, METEOR and attention localisation.
+
+Pure Python and NumPy, so it runs in every backend's process.
+"""
+
+import dataclasses
+import shutil
+
+import numpy as np
+import pytest
+from sacrebleu.metrics import BLEU
+
+from zoo import caption_metrics
+from zoo.caption_metrics import MeteorUnavailable
+from zoo.caption_metrics import WordLocalisation
+from zoo.caption_metrics import attention_localisation
+from zoo.caption_metrics import caption_bleu
+from zoo.caption_metrics import caption_scores
+from zoo.caption_metrics import cider_d
+from zoo.caption_metrics import meteor
+from zoo.caption_metrics import word_localisation
+
+REFERENCES = [
+    [
+        "a red circle above a blue square",
+        "a red circle and a blue square",
+        "a blue square below a red circle",
+    ],
+    ["a small green triangle", "a green triangle on the left"],
+    ["two large circles", "a large yellow circle and a large red circle"],
+]
+HYPOTHESES = ["a red circle above a blue square", "a green circle", "a large red circle"]
+
+# Reference values from coco-caption's scorers, pycocoevalcap 1.2 (PyPI),
+# installed in a throw-away venv:
+#   python3 -m venv /tmp/cocoenv && /tmp/cocoenv/bin/pip install pycocoevalcap
+#   gts = {i: refs for i, refs in enumerate(REFERENCES)}
+#   res = {i: [hyp] for i, hyp in enumerate(HYPOTHESES)}
+#   Cider().compute_score(gts, res)[0]      (Cider is CIDEr-D: n = 1..4,
+#   Meteor().compute_score(gts, res)[0]      sigma = 6, clipping)
+COCO_CIDER_D = 3.624458047514795
+# The first hypothesis with "red" said three times: clipping takes back the gain.
+COCO_CIDER_D_REPEATED_WORD = 2.9511905480155924
+# The first hypothesis 16 words long: the Gaussian length penalty.
+COCO_CIDER_D_LONG = 2.145040276286688
+COCO_METEOR = 0.3825260687722404
+
+
+@dataclasses.dataclass(frozen=True)
+class SceneObject:
+    """The attributes of `zoo.data.captions.SceneObject` that localisation reads."""
+
+    shape: str
+    colour: str
+    size: str
+    box: tuple
+
+
+# ---------------------------------------------------------------- BLEU
+
+
+def test_bleu_n_matches_sacrebleu_with_all_references():
+    scores = caption_bleu(HYPOTHESES, REFERENCES)
+    # sacrebleu's reference streams: streams[k][i] = k-th reference of image i.
+    streams = [
+        [refs[k] if k < len(refs) else None for refs in REFERENCES] for k in range(3)
+    ]
+    for n in range(1, 5):
+        bleu = BLEU(max_ngram_order=n)
+        direct = bleu.corpus_score(HYPOTHESES, streams)
+        assert scores[f"bleu{n}"] == pytest.approx(direct.score, abs=1e-12)
+        assert scores["signature"] == str(bleu.get_signature())
+    assert "nrefs:var" in scores["signature"]
+    # The n-gram order reached sacrebleu: four different scores.
+    assert len({scores[f"bleu{n}"] for n in range(1, 5)}) == 4
+
+
+def test_bleu1_hand_computed_against_the_best_reference():
+    # "a green circle": "a" and "green" appear in the references (2 of 3
+    # unigrams); its length 3 is closer to the 4-word reference, so
+    # BP = exp(1 - 4/3).
+    scores = caption_bleu(["a green circle"], [REFERENCES[1]])
+    assert scores["bleu1"] == pytest.approx(100 * 2 / 3 * np.exp(1 - 4 / 3))
+
+
+def test_a_hypothesis_equal_to_one_reference_scores_100():
+    scores = caption_bleu([refs[-1] for refs in REFERENCES], REFERENCES)
+    assert [scores[f"bleu{n}"] for n in range(1, 5)] == pytest.approx([100.0] * 4)
+
+
+def test_references_must_be_lists_per_image():
+    with pytest.raises(TypeError, match="list of str; entry 0"):
+        caption_bleu(["a red circle"], ["a red circle"])
+    with pytest.raises(ValueError, match="needs at least one reference"):
+        cider_d(["a red circle"], [[]])
+    with pytest.raises(ValueError, match="1 reference lists and 2 hypotheses"):
+        cider_d(["a", "b"], [["a"]])
+
+
+# ---------------------------------------------------------------- CIDEr-D
+
+
+def test_cider_d_matches_coco_caption():
+    assert cider_d(HYPOTHESES, REFERENCES) == pytest.approx(COCO_CIDER_D, abs=1e-12)
+
+
+def test_cider_d_clips_repeated_words_and_penalises_length():
+    repeated = ["a red red red circle above a blue square"] + HYPOTHESES[1:]
+    long = [
+        "a red circle above a blue square and a blue square below a red circle"
+    ] + HYPOTHESES[1:]
+    assert cider_d(repeated, REFERENCES) == pytest.approx(
+        COCO_CIDER_D_REPEATED_WORD, abs=1e-12
+    )
+    assert cider_d(long, REFERENCES) == pytest.approx(COCO_CIDER_D_LONG, abs=1e-12)
+    assert cider_d(repeated, REFERENCES) < COCO_CIDER_D
+    assert cider_d(long, REFERENCES) < COCO_CIDER_D
+
+
+def test_cider_d_of_perfect_captions():
+    # Every 1- to 4-gram has non-zero IDF (each image has its own words):
+    # cosine 1 at every order, no length penalty, times 10.
+    assert cider_d(
+        ["a red circle on the left", "a blue square on the right"],
+        [["a red circle on the left"], ["a blue square on the right"]],
+    ) == pytest.approx(10.0)
+    # 3-word captions have no 4-grams, so that order adds 0: 10 * 3/4
+    # (coco-caption gives 7.500000000000001).
+    assert cider_d(
+        ["a red circle", "a blue square"], [["a red circle"] * 2, ["a blue square"] * 3]
+    ) == pytest.approx(7.5)
+    # One image: every n-gram is in every image's references, IDF log(1/1) = 0.
+    assert cider_d(["a red circle"], [["a red circle", "a red circle on top"]]) == 0.0
+
+
+# ---------------------------------------------------------------- METEOR
+
+
+def test_meteor_is_skipped_with_a_reason_without_java(monkeypatch):
+    monkeypatch.setattr(caption_metrics.shutil, "which", lambda name: None)
+    with pytest.raises(MeteorUnavailable, match=r"^METEOR skipped: no Java runtime"):
+        meteor(HYPOTHESES, REFERENCES)
+    scores = caption_scores(HYPOTHESES, REFERENCES)
+    assert "meteor" not in scores
+    assert scores["meteor_skipped"].startswith("METEOR skipped: no Java runtime")
+    # The other metrics are still there.
+    assert scores["cider_d"] == pytest.approx(COCO_CIDER_D, abs=1e-12)
+    assert scores["bleu4"] == pytest.approx(caption_bleu(HYPOTHESES, REFERENCES)["bleu4"])
+
+
+def test_meteor_is_skipped_without_a_jar(tmp_path):
+    missing = tmp_path / "meteor-1.5.jar"
+    if shutil.which("java") is None:
+        pytest.skip("no java on PATH; the no-java case is tested above")
+    with pytest.raises(MeteorUnavailable, match=r"^METEOR skipped: no jar at .*meteor-1\.5\.jar"):
+        meteor(HYPOTHESES, REFERENCES, jar_path=missing)
+
+
+def test_meteor_here_matches_coco_caption_or_says_why_not():
+    """With java and pycocoevalcap's jar (about 15 s: the JVM loads the
+    paraphrase table) METEOR is coco-caption's; otherwise it is skipped."""
+    scores = caption_scores(HYPOTHESES, REFERENCES)
+    if shutil.which("java") is None or caption_metrics._bundled_meteor_jar() is None:
+        assert scores["meteor_skipped"].startswith("METEOR skipped: ")
+        assert "meteor" not in scores
+    else:
+        assert scores["meteor"] == pytest.approx(COCO_METEOR, abs=1e-9)
+
+
+# ---------------------------------------------------------------- localisation
+
+IMAGE_SIZE = 64  # a 4 x 4 grid: each cell is 16 x 16 pixels
+RED_CIRCLE = SceneObject("circle", "red", "small", (0, 0, 16, 16))  # cell (0, 0)
+BLUE_CIRCLE = SceneObject("circle", "blue", "large", (32, 32, 64, 64))  # cells (2-3, 2-3)
+GREEN_SQUARE = SceneObject("square", "green", "large", (16, 0, 48, 32))  # cells (0-1, 1-2)
+
+
+def _one_hot(row, column, grid=4):
+    attention = np.zeros((grid, grid))
+    attention[row, column] = 1.0
+    return attention
+
+
+def _maps(words, focus):
+    """One map per word: uniform, except `focus[position]` replaces it."""
+    maps = np.full((len(words), 4, 4), 1 / 16)
+    for position, attention in focus.items():
+        maps[position] = attention
+    return maps
+
+
+def test_all_mass_in_the_box():
+    words = "a red circle".split()
+    records = word_localisation(
+        words, _maps(words, {2: _one_hot(0, 0)}), [RED_CIRCLE, BLUE_CIRCLE], IMAGE_SIZE
+    )
+    assert records == [
+        WordLocalisation(position=2, word="circle", object_index=0, candidates=1,
+                         mass_in_box=1.0, peak_in_box=True)
+    ]
+
+
+def test_mass_split_in_known_fractions():
+    # Half the mass on the red circle's cell, a quarter on the cell right of
+    # it, a quarter on the blue circle: 0.5 inside, and the peak inside.
+    attention = np.zeros((4, 4))
+    attention[0, 0], attention[0, 1], attention[3, 3] = 0.5, 0.25, 0.25
+    [record] = word_localisation(
+        ["circle"], attention[None], [RED_CIRCLE], IMAGE_SIZE
+    )
+    assert record.mass_in_box == pytest.approx(0.5)
+    assert record.peak_in_box
+    # Uniform attention: the box's share of the image's area, 16*16 / 64*64.
+    [record] = word_localisation(
+        ["circle"], np.full((1, 4, 4), 1 / 16), [RED_CIRCLE], IMAGE_SIZE
+    )
+    assert record.mass_in_box == pytest.approx(1 / 16)
+
+
+def test_cells_are_spread_over_the_pixels_they_cover():
+    # 3 x 3 grid on a 64-pixel image: cells are 64/3 pixels wide, so a box
+    # ending at x = y = 16 covers 16 / (64/3) = 3/4 of cell (0, 0) along
+    # each axis; rows are y: a map peaked at row 0, column 2 is top-right.
+    attention = np.zeros((1, 3, 3))
+    attention[0, 0, 0] = 1.0
+    [record] = word_localisation(["circle"], attention, [RED_CIRCLE], IMAGE_SIZE)
+    assert record.mass_in_box == pytest.approx(0.75 * 0.75)
+    # Peak cell centre (32/3, 32/3) is inside [0, 16).
+    assert record.peak_in_box
+    top_right = SceneObject("circle", "red", "small", (43, 0, 64, 21))
+    attention = np.zeros((1, 3, 3))
+    attention[0, 0, 2] = 1.0
+    [record] = word_localisation(["circle"], attention, [top_right], (64, 64))
+    assert record.peak_in_box
+    # Non-square image, given as (height, width): the same box is in the
+    # bottom row of a 2 x 1 grid over a 40-high, 64-wide image.
+    bottom = SceneObject("square", "red", "small", (0, 20, 64, 40))
+    [record] = word_localisation(
+        ["square"], np.array([[[0.25], [0.75]]]), [bottom], (40, 64)
+    )
+    assert record.mass_in_box == pytest.approx(0.75) and record.peak_in_box
+
+
+def test_adjectives_pick_the_object():
+    words = "a large blue circle and a red circle".split()
+    # "blue circle" looks at the red circle's cell: a miss, not re-resolved.
+    maps = _maps(words, {3: _one_hot(0, 0), 7: _one_hot(0, 0)})
+    records = word_localisation(words, maps, [RED_CIRCLE, BLUE_CIRCLE], IMAGE_SIZE)
+    assert [(r.position, r.object_index, r.candidates) for r in records] == [
+        (3, 1, 1), (7, 0, 1)
+    ]
+    assert records[0].mass_in_box == 0.0 and not records[0].peak_in_box
+    assert records[1].mass_in_box == 1.0 and records[1].peak_in_box
+
+
+def test_ambiguous_word_takes_the_object_with_most_attention():
+    # "a circle" matches both circles: it names the one the decoder looked at.
+    words = "a circle".split()
+    for cell, expected in [((0, 0), 0), ((3, 3), 1)]:
+        [record] = word_localisation(
+            words, _maps(words, {1: _one_hot(*cell)}), [RED_CIRCLE, BLUE_CIRCLE],
+            IMAGE_SIZE,
+        )
+        assert record.object_index == expected and record.candidates == 2
+        assert record.mass_in_box == 1.0
+
+
+def test_words_naming_absent_objects_are_counted_apart():
+    # A green circle, a triangle and a small square are not in the scene.
+    words = "a green circle near a triangle and a small square".split()
+    maps = _maps(words, {})
+    records = word_localisation(words, maps, [RED_CIRCLE, GREEN_SQUARE], IMAGE_SIZE)
+    assert [(r.word, r.object_index, r.candidates, r.mass_in_box, r.peak_in_box)
+            for r in records] == [
+        ("circle", None, 0, None, None),
+        ("triangle", None, 0, None, None),
+        ("square", None, 0, None, None),
+    ]
+
+
+def test_corpus_aggregate():
+    first = "a red circle and a green square".split()
+    second = "a blue triangle".split()
+    square_half = np.zeros((4, 4))
+    square_half[0, 1], square_half[3, 0] = 0.5, 0.5  # half in the square's box
+    maps_first = _maps(first, {2: _one_hot(0, 0), 6: square_half})
+    result = attention_localisation(
+        [first, second],
+        [maps_first, _maps(second, {})],
+        [[RED_CIRCLE, GREEN_SQUARE], [RED_CIRCLE]],
+        IMAGE_SIZE,
+    )
+    # Two matched words (masses 1.0 and 0.5; the square's map has a tie
+    # between its two cells and np.argmax takes the first, inside the box),
+    # one unmatched triangle.
+    assert result == {
+        "object_words": 2,
+        "mean_mass_in_box": pytest.approx(0.75),
+        "peak_in_box": 1.0,
+        "unmatched_words": 1,
+    }
+    empty = attention_localisation([second], [_maps(second, {})], [[]], IMAGE_SIZE)
+    assert empty == {"object_words": 0, "mean_mass_in_box": None,
+                     "peak_in_box": None, "unmatched_words": 1}
+
+
+@pytest.mark.parametrize(
+    "maps, objects, image_size, match",
+    [
+        (np.ones((2, 4, 4)), [RED_CIRCLE], 64, r"\[3, h, w\]; received shape \[2, 4, 4\]"),
+        (np.ones((3, 16)), [RED_CIRCLE], 64, r"received shape \[3, 16\]"),
+        (-np.ones((3, 4, 4)), [RED_CIRCLE], 64, "non-negative"),
+        (np.zeros((3, 4, 4)), [RED_CIRCLE], 64, "positive total mass"),
+        (np.ones((3, 4, 4)), [RED_CIRCLE], (64, 0), "image_size must be"),
+        (np.ones((3, 4, 4)), [BLUE_CIRCLE], 48, r"Object 0's box .* 48x48 image"),
+    ],
+)
+def test_invalid_inputs_raise(maps, objects, image_size, match):
+    with pytest.raises(ValueError, match=match):
+        word_localisation("a red circle".split(), maps, objects, image_size)
+
+
+def test_corpus_errors_name_the_caption():
+    words = ["circle"]
+    with pytest.raises(ValueError, match="1 captions, 2 map stacks and 1 object lists"):
+        attention_localisation([words], [np.ones((1, 2, 2))] * 2, [[]], 64)
+    with pytest.raises(ValueError, match=r"^Caption 1: attention_maps must have shape"):
+        attention_localisation(
+            [words, words], [np.ones((1, 2, 2)), np.ones((2, 2, 2))], [[], []], 64
+        )
