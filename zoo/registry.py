@@ -58,15 +58,18 @@ MULTI30K_TRAINING = {
 
 # Show, Attend and Tell on the embedded synthetic captioning set: 64x64
 # images, captions of at most 15 words, a vocabulary of a few dozen words.
+# Sized to train in under 10 minutes on 2 CPU cores.
 SYNTHETIC_CAPTIONS_TRAINING = {
     "data": "synthetic",
-    "train_size": 4000,  # images; each has 5 reference captions
+    "train_size": 3000,  # images; each has 5 reference captions
     "valid_size": 200,
     "test_size": 500,
     "image_size": 64,
     "vocabulary_size": 200,
     "batch_size": 64,
-    "epochs": 4,
+    "epochs": 5,
+    # 1e-2 gave the same BLEU-4 and localisation as 3e-3 (2000 images, 4
+    # epochs: 73.6 / 60% against 73.8 / 61%).
     "learning_rate": 3e-3,
     "clipnorm": 1.0,
     "max_length": 24,
@@ -199,7 +202,13 @@ PRESETS = {
             "hidden_dim": 256,
             "attention_units": 128,
             "dropout": 0.1,
-            "doubly_stochastic_lambda": 1.0,
+            # The paper's lambda = 1 pulls every location's total attention
+            # towards 1, i.e. spreads it: with 64 locations and ~12 words the
+            # optimum is near-uniform. Measured (1500 images, 3 epochs), the
+            # attention peak fell inside the named object's box for 47% of
+            # object words with lambda = 0 against 36% with lambda = 1 (and
+            # 49% against 42% for lambda = 0.1 with a wider CNN).
+            "doubly_stochastic_lambda": 0.0,
             "max_target_length": 24,
         },
         "training": SYNTHETIC_CAPTIONS_TRAINING,
