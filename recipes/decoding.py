@@ -317,9 +317,9 @@ def beam_search(
         return ops.logical_and(step < limit, ops.logical_not(ops.all(search["done"])))
 
     def body(step, tokens, state, search):
-        logits, state, attention = model.decode_step(tokens, state, step)
-        tokens, state, search = update(step, logits, attention, state, search)
-        return step + 1, tokens, state, search
+        logits, new_state, attention = model.decode_step(tokens, state, step)
+        tokens, new_state, search = update(step, logits, attention, state, new_state, search)
+        return step + 1, tokens, new_state, search
 
     num_steps, _, _, search = ops.while_loop(cond, body, (step, tokens, state, search))
     return _beam_result(search, num_steps, batch, width, scorer, model.pad_id)
@@ -367,7 +367,7 @@ class _BeamUpdate:
         self.limit = limit
         self.scorer = scorer
 
-    def __call__(self, step, logits, attention, state, search):
+    def __call__(self, step, logits, attention, previous_state, state, search):
         batch, width = self.batch, self.width
         log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
         vocabulary = ops.shape(log_probs)[-1]
@@ -382,7 +382,15 @@ class _BeamUpdate:
         def reorder(x):
             return ops.take(x, origin, axis=0)
 
-        state = keras.tree.map_structure(reorder, state)
+        # An entry that decode_step passed through unchanged (the encoder's
+        # memory, projected keys, masks; the same function runs every step,
+        # so it did at every earlier step too) still holds what `encode`
+        # tiled: the same for every beam of an example, so reordering it
+        # would only copy it. Skipping those gathers made rnnsearch_small's
+        # batched beam step about a quarter faster on JAX (`zoo bench decode`).
+        state = keras.tree.map_structure(
+            lambda new, old: new if new is old else reorder(new), state, previous_state
+        )
         attention = reorder(ops.cast(attention, "float32"))
         alive_tokens = _write_step(reorder(search["alive_tokens"]), step, token)
         alive_attention = _write_step(reorder(search["alive_attention"]), step, attention)

@@ -5,6 +5,7 @@
     zoo evaluate DIR [--data SPEC] [--beam K]
     zoo translate DIR "a sentence" [--beam K] [--plot out.png]
     zoo caption DIR image.png [--beam K] [--plot out.png]
+    zoo bench [layers|decode|train|export|all] [--backend B] [--out results.json]
     zoo demo [--layers]
 
 A user mistake (unknown preset, missing run directory or data file, bad
@@ -99,6 +100,10 @@ def build_parser():
     caption.add_argument(
         "--plot", help="save the attention of each word over the first image (PNG)"
     )
+
+    from zoo import bench  # keras-free at import: the parser stays quick
+
+    bench.add_parser(commands)
 
     demo = commands.add_parser(
         "demo", help="the main job: RNNencdec vs RNNsearch on the synthetic corpus"
@@ -241,6 +246,12 @@ def command_caption(args):
         print(f"attention: {path}", file=sys.stderr)
 
 
+def command_bench(args):
+    from zoo import bench
+
+    bench.command(args)
+
+
 def command_demo(args):
     if args.layers:
         from zoo import layer_demo
@@ -258,6 +269,7 @@ COMMANDS = {
     "evaluate": command_evaluate,
     "translate": command_translate,
     "caption": command_caption,
+    "bench": command_bench,
     "demo": command_demo,
 }
 
