@@ -1,7 +1,7 @@
 """The `zoo` command line.
 
     zoo list
-    zoo train PRESET [--data SPEC] [--epochs N] [--out DIR]
+    zoo train PRESET [--data SPEC] [--epochs N] [--out DIR]  (resumes an unfinished DIR)
     zoo evaluate DIR [--data SPEC] [--beam K]
     zoo translate DIR "a sentence" [--beam K] [--plot out.png]
     zoo caption DIR image.png [--beam K] [--plot out.png]
@@ -13,6 +13,8 @@ option) prints one line to stderr and exits with status 2; no traceback.
 """
 
 import argparse
+import contextlib
+import logging
 import os
 import sys
 
@@ -71,8 +73,20 @@ def build_parser():
     train.add_argument(
         "--train-size", type=positive_int, help="use at most N training pairs (images for captioning)"
     )
-    train.add_argument("--out", help="run directory (default runs/PRESET)")
-    train.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
+    train.add_argument(
+        "--out",
+        help="run directory (default runs/PRESET); if it holds an unfinished run of "
+        "the same preset and options, training resumes from its last checkpoint",
+    )
+    train.add_argument(
+        "--overwrite", action="store_true", help="replace an existing run directory, finished or not"
+    )
+    train.add_argument(
+        "--checkpoint-every-steps",
+        type=positive_int,
+        metavar="N",
+        help="also checkpoint every N batches inside an epoch (default: after each epoch only)",
+    )
 
     evaluate = commands.add_parser("evaluate", help="BLEU (and caption metrics) of a trained run")
     evaluate.add_argument("run_dir", help="a run directory written by `zoo train`")
@@ -138,6 +152,7 @@ def command_train(args):
         batch_size=args.batch_size,
         train_size=args.train_size,
         overwrite=args.overwrite,
+        checkpoint_every_steps=args.checkpoint_every_steps,
     )
     print(f"run directory: {out}")
     print((out / "metrics.json").read_text().strip())
@@ -274,6 +289,23 @@ COMMANDS = {
 }
 
 
+@contextlib.contextmanager
+def _warnings_to_stderr(command):
+    """The `zoo` loggers' warnings (a resumed run, a damaged checkpoint, a
+    skipped image) as `zoo COMMAND: ...` lines on stderr, for this call only."""
+    logger = logging.getLogger("zoo")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter(f"zoo {command}: %(message)s"))
+    logger.addHandler(handler)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -281,7 +313,8 @@ def main(argv=None):
         parser.print_help()
         return USER_ERROR
     try:
-        COMMANDS[args.command](args)
+        with _warnings_to_stderr(args.command):
+            COMMANDS[args.command](args)
     except ZooUserError as error:
         print(f"zoo {args.command}: error: {error}", file=sys.stderr)
         return USER_ERROR

@@ -5,7 +5,8 @@
                          (translation only)
     target.vocab         target (or caption) vocabulary
     model.weights.h5     the final weights
-    checkpoints/         weights after each epoch (epoch-NN.weights.h5)
+    checkpoints/         model + optimizer after each epoch (epoch-NN.weights.h5
+                         and its manifest epoch-NN.json; see zoo.checkpoints)
     history.csv          loss per epoch
     metrics.json         final figures (loss, time, tokens per second, BLEU)
 

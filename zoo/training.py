@@ -1,5 +1,7 @@
 """Training a preset into a run directory (TensorFlow data pipeline, any backend)."""
 
+import functools
+import logging
 import shutil
 import time
 from pathlib import Path
@@ -7,11 +9,15 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from zoo import checkpoints
 from zoo import data
 from zoo import registry
 from zoo import runs
 from zoo.errors import ZooUserError
 from zoo.recipes.seq2seq import default_jit_compile
+
+
+logger = logging.getLogger(__name__)
 
 
 class TrainingError(ZooUserError):
@@ -80,28 +86,45 @@ def learning_rate_schedule(training, batches_per_epoch):
     )
 
 
-def _prepare_run_directory(out, overwrite):
+def _open_run_directory(out, overwrite, preset, training):
+    """The run directory, and whether it holds an unfinished run to resume.
+
+    An empty or missing directory starts a new run; so does any directory
+    with `overwrite`. A directory holding an unfinished run (no final
+    weights) of the same preset and training settings is resumed. Anything
+    else is refused with a one-line error.
+    """
     out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        if not overwrite:
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        config_path = out / runs.CONFIG
+        if not config_path.is_file():
             raise TrainingError(
                 f"run directory {str(out)!r} already exists and is not empty; "
                 "choose another --out or pass --overwrite"
             )
+        if (out / runs.WEIGHTS).is_file():
+            raise TrainingError(
+                f"run directory {str(out)!r} already holds a finished run; "
+                "choose another --out or pass --overwrite"
+            )
+        previous = runs.read_json(config_path)
+        if previous.get("preset") != preset or previous.get("training") != training:
+            changed = sorted(
+                key
+                for key in set(training) | set(previous.get("training", {}))
+                if training.get(key) != previous.get("training", {}).get(key)
+            )
+            raise TrainingError(
+                f"run directory {str(out)!r} holds an unfinished run of "
+                f"{previous.get('preset')!r} with other settings "
+                f"({', '.join(changed) or 'preset'}); resume it with the same "
+                "options, or choose another --out, or pass --overwrite"
+            )
+        return out, True
+    if out.exists() and overwrite:
         shutil.rmtree(out)
     (out / runs.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
-    return out
-
-
-class _EpochCheckpoint(keras.callbacks.Callback):
-    """Saves the weights after every epoch, atomically."""
-
-    def __init__(self, folder):
-        super().__init__()
-        self.folder = Path(folder)
-
-    def on_epoch_end(self, epoch, logs=None):
-        runs.save_weights(self.model, self.folder / f"epoch-{epoch + 1:02d}.weights.h5")
+    return out, False
 
 
 def _count_target_tokens(dataset):
@@ -112,25 +135,35 @@ class _TaskData:
     """What training needs from a task (translation or captioning)."""
 
     def __init__(self, train_data, valid_data, vocabularies, examples, evaluate):
-        self.train_data = train_data  # tf.data, ({inputs}, target_out) batches
+        # epochs (a range, or None for one) -> tf.data of ({inputs}, target_out)
+        # batches; see `zoo.data.pipeline.epoch_batches`.
+        self.train_data = train_data
         self.valid_data = valid_data
         self.vocabularies = vocabularies  # model config entries
         self.examples = examples  # {"train_pairs": N} or {"train_images": N, ...}
         self.evaluate = evaluate  # (model, config) -> metrics dict, or None
 
 
+def _tokenizer(path, sentences, training):
+    """The run's tokenizer at `path`: learned from `sentences` and saved, or
+    reloaded when a resumed run saved it already (the same either way)."""
+    if path.is_file():
+        return data.TextTokenizer.load(path)
+    tokenizer = data.TextTokenizer.train(sentences, training["vocabulary_size"])
+    tokenizer.save(path)
+    return tokenizer
+
+
 def _translation_data(training, splits, out):
     train_pairs, valid_pairs, test_pairs = splits
-    source_tokenizer = data.TextTokenizer.train(
-        [s for s, _ in train_pairs], training["vocabulary_size"]
+    source_tokenizer = _tokenizer(
+        out / runs.SOURCE_VOCABULARY, [s for s, _ in train_pairs], training
     )
-    target_tokenizer = data.TextTokenizer.train(
-        [t for _, t in train_pairs], training["vocabulary_size"]
+    target_tokenizer = _tokenizer(
+        out / runs.TARGET_VOCABULARY, [t for _, t in train_pairs], training
     )
-    source_tokenizer.save(out / runs.SOURCE_VOCABULARY)
-    target_tokenizer.save(out / runs.TARGET_VOCABULARY)
 
-    def dataset(pairs, shuffle):
+    def dataset(pairs, shuffle, epochs=None):
         return data.make_translation_dataset(
             pairs,
             source_tokenizer,
@@ -140,6 +173,7 @@ def _translation_data(training, splits, out):
             seed=training.get("seed", 0),
             max_source_length=training["max_length"],
             max_target_length=training["max_length"],
+            epochs=epochs,
         )
 
     def evaluate(model, config):
@@ -153,7 +187,7 @@ def _translation_data(training, splits, out):
         }
 
     return _TaskData(
-        dataset(train_pairs, shuffle=True),
+        functools.partial(dataset, train_pairs, True),
         dataset(valid_pairs, shuffle=False) if valid_pairs else None,
         {
             "source_vocabulary_size": source_tokenizer.vocabulary_size,
@@ -169,10 +203,9 @@ def _captioning_data(training, splits, out):
 
     train_images, valid_images, test_images = splits
     images, captions = captioner.caption_pairs(train_images)
-    tokenizer = data.TextTokenizer.train(captions, training["vocabulary_size"])
-    tokenizer.save(out / runs.TARGET_VOCABULARY)
+    tokenizer = _tokenizer(out / runs.TARGET_VOCABULARY, captions, training)
 
-    def dataset(examples, shuffle):
+    def dataset(examples, shuffle, epochs=None):
         images, captions = captioner.caption_pairs(examples)
         return data.make_caption_dataset(
             images,
@@ -183,6 +216,7 @@ def _captioning_data(training, splits, out):
             shuffle=shuffle,
             seed=training.get("seed", 0),
             max_caption_length=training["max_length"],
+            epochs=epochs,
         )
 
     def evaluate(model, config):
@@ -195,7 +229,7 @@ def _captioning_data(training, splits, out):
         return metrics
 
     return _TaskData(
-        dataset(train_images, shuffle=True),
+        functools.partial(dataset, train_images, True),
         dataset(valid_images, shuffle=False) if valid_images else None,
         {"target_vocabulary_size": tokenizer.vocabulary_size},
         {"train_images": len(train_images), "train_pairs": len(captions)},
@@ -213,26 +247,48 @@ def train(
     overwrite=False,
     verbose="auto",
     evaluate_test=True,
+    checkpoint_every_steps=None,
 ):
     """Trains preset `preset` and writes its run directory `out`.
 
+    Checkpoints (model and optimizer) are written after every epoch, and
+    every `checkpoint_every_steps` batches when asked (`zoo.checkpoints`).
+    Called again with the same `out` and the same settings after a crash,
+    it resumes from the newest intact checkpoint: finished epochs are not
+    run again, the optimizer state (with its step count, which drives the
+    learning-rate schedule) is restored, and each epoch's batches come in
+    the same order as in an uninterrupted run.
+
     Args:
         preset: a preset name (`zoo.presets()`).
-        out: the run directory to write.
+        out: the run directory to write (or to resume).
         data_spec: None for the preset's data, "synthetic", or a corpus spec
             (translation: `"train.en.gz,train.de.gz"` or a TSV file;
             captioning: `"captions.txt,images/[,split.txt]"` or
             `"captions.json,images/"`).
         epochs, batch_size, train_size: override the preset's settings
             (`train_size` counts sentence pairs, or images for captioning).
-        overwrite: replace an existing run directory.
+        overwrite: replace an existing run directory instead of resuming.
         verbose: Keras `fit` verbosity ("auto": a progress bar).
         evaluate_test: when the data has a test split, decode it greedily
             and record its scores in metrics.json.
+        checkpoint_every_steps: optional int >= 1, also checkpoint every
+            this many batches inside an epoch.
 
     Returns:
         The run directory, a `Path`.
+
+    Raises:
+        TrainingError: `out` holds a finished run, or an unfinished one with
+            other settings, or something else (without `overwrite`).
     """
+    if checkpoint_every_steps is not None and (
+        not isinstance(checkpoint_every_steps, int) or checkpoint_every_steps < 1
+    ):
+        raise TrainingError(
+            "checkpoint_every_steps must be None or an int >= 1; "
+            f"received {checkpoint_every_steps!r}"
+        )
     settings = registry.get_preset(preset)
     training = dict(settings["training"])
     for key, value in (
@@ -250,9 +306,9 @@ def train(
     else:
         splits = load_pairs(training)
         prepare_data = _translation_data
-    out = _prepare_run_directory(out, overwrite)
+    out, resuming = _open_run_directory(out, overwrite, preset, training)
     task_data = prepare_data(training, splits, out)
-    train_data = task_data.train_data
+    batches_per_epoch = int(task_data.train_data(None).cardinality())
 
     model_config = {**settings["model"], **task_data.vocabularies}
     config = {
@@ -264,11 +320,12 @@ def train(
         "backend": keras.backend.backend(),
         "keras_version": keras.__version__,
     }
-    runs.write_json(out / runs.CONFIG, config)
+    if not resuming:
+        runs.write_json(out / runs.CONFIG, config)
     model = registry.recipe_class(settings["recipe"])(**model_config)
     model.compile(
         optimizer=keras.optimizers.Adam(
-            learning_rate_schedule(training, int(train_data.cardinality())),
+            learning_rate_schedule(training, batches_per_epoch),
             clipnorm=training.get("clipnorm"),
         ),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
@@ -278,34 +335,108 @@ def train(
             else training["jit_compile"]
         ),
     )
+    checkpoint = _resume(model, out, training["epochs"]) if resuming else None
+    epochs_done, steps_done = (checkpoint.epochs_done, checkpoint.steps_done) if checkpoint else (0, 0)
+
     started = time.monotonic()
-    history = model.fit(
-        train_data,
-        validation_data=task_data.valid_data,
-        epochs=training["epochs"],
-        shuffle=False,  # the tf.data pipeline shuffles, with the run's seed
-        verbose=verbose,
-        callbacks=[
-            _EpochCheckpoint(out / runs.CHECKPOINTS),
-            keras.callbacks.CSVLogger(str(out / runs.HISTORY)),
-        ],
+    history = _fit_remaining(
+        model,
+        task_data,
+        out,
+        training["epochs"],
+        batches_per_epoch,
+        epochs_done,
+        steps_done,
+        verbose,
+        checkpoint_every_steps,
     )
     seconds = time.monotonic() - started
     runs.save_weights(model, out / runs.WEIGHTS)
 
+    epochs_run = training["epochs"] - epochs_done - steps_done / batches_per_epoch
+    one_epoch = task_data.train_data(None)
     metrics = {
         "train_seconds": round(seconds, 1),
         "target_tokens_per_second": round(
-            training["epochs"] * _count_target_tokens(train_data) / seconds, 1
+            epochs_run * _count_target_tokens(one_epoch) / seconds, 1
         ),
         **task_data.examples,
-        **{key: float(values[-1]) for key, values in history.history.items()},
+        **history,
     }
+    if checkpoint:
+        metrics["resumed_from"] = checkpoint.name
     if task == "captioning":
         metrics["images_per_second"] = round(
-            training["epochs"] * task_data.examples["train_pairs"] / seconds, 1
+            epochs_run * task_data.examples["train_pairs"] / seconds, 1
         )
     if evaluate_test and task_data.evaluate is not None:
         metrics.update(task_data.evaluate(model, config))
     runs.write_json(out / runs.METRICS, metrics)
     return out
+
+
+def _resume(model, out, epochs):
+    """Restores the newest intact checkpoint of `out` into `model`, or None."""
+    checkpoint = checkpoints.latest_checkpoint(out / runs.CHECKPOINTS)
+    if checkpoint is None:
+        logger.warning("resuming %s: no complete checkpoint yet, starting from the beginning", out)
+        return None
+    model.build()
+    try:
+        checkpoints.restore(model, checkpoint)
+    except (OSError, ValueError) as error:
+        raise TrainingError(
+            f"cannot restore checkpoint {checkpoint.weights}: {error}; "
+            "delete it to resume from the one before, or pass --overwrite"
+        ) from None
+    logger.warning("resuming %s from checkpoint %s", out, checkpoint.describe(epochs))
+    _keep_history_rows(out / runs.HISTORY, checkpoint.epochs_done)
+    return checkpoint
+
+
+def _keep_history_rows(path, epochs_done):
+    """Cuts history.csv to its header and the rows of the epochs done, so
+    that a resumed run appends each epoch once."""
+    if path.is_file():
+        lines = path.read_text().splitlines(keepends=True)
+        path.write_text("".join(lines[: 1 + epochs_done]))
+
+
+def _fit_remaining(
+    model, task_data, out, epochs, batches_per_epoch, epochs_done, steps_done,
+    verbose, checkpoint_every_steps,
+):
+    """Fits the epochs (and the rest of an epoch) not done yet.
+
+    Returns:
+        dict, each logged metric's last value (empty when nothing was left).
+    """
+    # Keras epochs have a fixed number of steps, so the rest of an epoch
+    # interrupted inside is a `fit` of its own, before the whole ones.
+    parts = []
+    if steps_done:
+        parts.append((epochs_done, steps_done))
+        epochs_done += 1
+    if epochs_done < epochs:
+        parts.append((epochs_done, 0))
+    last = {}
+    for first_epoch, first_step in parts:
+        last_epoch = first_epoch + 1 if first_step else epochs
+        train_data = task_data.train_data(range(first_epoch, last_epoch)).skip(first_step)
+        history = model.fit(
+            train_data,
+            validation_data=task_data.valid_data,
+            initial_epoch=first_epoch,
+            epochs=last_epoch,
+            steps_per_epoch=batches_per_epoch - first_step,
+            shuffle=False,  # the tf.data pipeline shuffles, with the run's seed
+            verbose=verbose,
+            callbacks=[
+                checkpoints.CheckpointCallback(
+                    out / runs.CHECKPOINTS, checkpoint_every_steps, first_step
+                ),
+                keras.callbacks.CSVLogger(str(out / runs.HISTORY), append=True),
+            ],
+        )
+        last.update({key: float(values[-1]) for key, values in history.history.items()})
+    return last

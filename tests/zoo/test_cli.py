@@ -106,7 +106,7 @@ def test_reloaded_run_translates_like_the_trained_model(tiny_run):
 @pytest.mark.tensorflow_only
 def test_existing_run_directory_is_not_overwritten(capsys, tiny_run):
     code, _, err = run_cli(capsys, "train", "rnnsearch_small", "--out", str(tiny_run))
-    assert_one_line_error(code, err, "already exists", "--overwrite")
+    assert_one_line_error(code, err, "already holds a finished run", "--overwrite")
 
 
 @pytest.mark.tensorflow_only

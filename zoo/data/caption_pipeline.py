@@ -34,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from zoo.data.caption_readers import ImageError
+from zoo.data.pipeline import epoch_batches
 from zoo.data.tokenizer import BOS_ID
 from zoo.data.tokenizer import EOS_ID
 from zoo.data.tokenizer import PAD_ID
@@ -242,6 +243,7 @@ def make_caption_dataset(
     shuffle=False,
     seed=0,
     max_caption_length=None,
+    epochs=None,
 ):
     """A `tf.data.Dataset` of images with teacher-forcing caption batches.
 
@@ -268,6 +270,10 @@ def make_caption_dataset(
             (caption tokens + 1); longer captions are left out. Captions
             with no tokens are always left out. The count is logged at INFO
             level.
+        epochs: optional `range` of epoch numbers: the dataset then holds
+            those epochs' batches back to back, each epoch in its own seeded
+            order (see `zoo.data.pipeline.epoch_batches`), for
+            `fit(..., steps_per_epoch=...)`. None: one epoch.
 
     Returns:
         A `tf.data.Dataset` with a known cardinality, of `({"image": float32
@@ -322,23 +328,24 @@ def make_caption_dataset(
         def load(index):
             return _scale_array(tf.gather(stack, index), image_size)
 
-    dataset = tf.data.Dataset.from_tensor_slices((reference, token_ids))
-    if shuffle:
-        dataset = dataset.shuffle(
-            len(reference), seed=seed, reshuffle_each_iteration=True
+    def batch_epoch(pairs):
+        pairs = pairs.map(
+            lambda image, ids: (load(image), *_with_bos_eos(ids)),
+            num_parallel_calls=tf.data.AUTOTUNE,
         )
-    dataset = dataset.map(
-        lambda image, ids: (load(image), *_with_bos_eos(ids)),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
-    dataset = dataset.padded_batch(
-        batch_size, padding_values=(0.0, PAD_ID, PAD_ID), drop_remainder=False
-    )
-    dataset = dataset.map(
-        lambda image, target_in, target_out: (
-            {"image": image, "target_in": target_in},
-            target_out,
-        ),
-        num_parallel_calls=tf.data.AUTOTUNE,
+        pairs = pairs.padded_batch(
+            batch_size, padding_values=(0.0, PAD_ID, PAD_ID), drop_remainder=False
+        )
+        return pairs.map(
+            lambda image, target_in, target_out: (
+                {"image": image, "target_in": target_in},
+                target_out,
+            ),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+
+    batches = -(-int(keep.sum()) // batch_size)
+    dataset = epoch_batches(
+        (reference, token_ids), batch_epoch, batches, shuffle, seed, epochs
     )
     return dataset.prefetch(tf.data.AUTOTUNE)

@@ -145,6 +145,7 @@ def make_translation_dataset(
     max_target_length=None,
     bucket_boundaries=None,
     drop_remainder=False,
+    epochs=None,
 ):
     """A `tf.data.Dataset` of padded, length-bucketed translation batches.
 
@@ -168,6 +169,10 @@ def make_translation_dataset(
             every `DEFAULT_BUCKET_WIDTH` (8) tokens up to the longest pair.
             `[]` turns bucketing off (one bucket).
         drop_remainder: bool, drop each bucket's last, smaller batch.
+        epochs: optional `range` of epoch numbers: the dataset then holds
+            those epochs' batches back to back, each epoch in its own seeded
+            order (see `epoch_batches`), for `fit(..., steps_per_epoch=...)`.
+            None: one epoch, reshuffled at each iteration.
 
     Returns:
         A `tf.data.Dataset` of `({"source": int32 [B, S], "target_in":
@@ -216,31 +221,87 @@ def make_translation_dataset(
             f"received {bucket_boundaries}."
         )
 
-    dataset = tf.data.Dataset.from_tensor_slices((encoded.source, encoded.target))
-    if shuffle:
-        dataset = dataset.shuffle(
-            max(len(encoded), 1), seed=seed, reshuffle_each_iteration=True
+    def batch_epoch(pairs):
+        pairs = pairs.map(_add_bos_eos, num_parallel_calls=tf.data.AUTOTUNE)
+        pairs = pairs.bucket_by_sequence_length(
+            element_length_func=_pair_length,
+            bucket_boundaries=bucket_boundaries,
+            bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1),
+            padding_values=(PAD_ID, PAD_ID, PAD_ID),
+            drop_remainder=drop_remainder,
         )
-    dataset = dataset.map(_add_bos_eos, num_parallel_calls=tf.data.AUTOTUNE)
-    dataset = dataset.bucket_by_sequence_length(
-        element_length_func=_pair_length,
-        bucket_boundaries=bucket_boundaries,
-        bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1),
-        padding_values=(PAD_ID, PAD_ID, PAD_ID),
-        drop_remainder=drop_remainder,
-    )
-    dataset = dataset.map(
-        lambda source, target_in, target_out: (
-            {"source": source, "target_in": target_in},
-            target_out,
-        ),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
+        return pairs.map(
+            lambda source, target_in, target_out: (
+                {"source": source, "target_in": target_in},
+                target_out,
+            ),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+
+    rows = (encoded.source, encoded.target)
     # Bucketing hides the number of batches from tf.data, and Keras' progress
     # bar then shows "Unknown" for the first epoch. The number is the same in
     # every epoch (each length bucket holds the same sentences, only their
     # order changes), so count it once, on the in-memory data.
-    batches = int(dataset.reduce(0, lambda count, _: count + 1))
-    dataset = dataset.apply(tf.data.experimental.assert_cardinality(batches))
+    batches = int(
+        batch_epoch(tf.data.Dataset.from_tensor_slices(rows)).reduce(
+            0, lambda count, _: count + 1
+        )
+    )
+    dataset = epoch_batches(rows, batch_epoch, batches, shuffle, seed, epochs)
     return dataset.prefetch(tf.data.AUTOTUNE)
 
+
+def epoch_batches(rows, batch_epoch, batches_per_epoch, shuffle, seed, epochs=None):
+    """The batches of one epoch or of several, in a seeded order.
+
+    Args:
+        rows: tuple of tensors (dense or ragged) with one row per example.
+        batch_epoch: function from a `tf.data.Dataset` of one epoch's rows,
+            in order, to that epoch's batches.
+        batches_per_epoch: int, how many batches `batch_epoch` makes of the
+            rows (the same in every order).
+        shuffle: bool, shuffle the rows of each epoch.
+        seed: int, the shuffle seed.
+        epochs: None for one epoch that `Dataset.shuffle` reshuffles at each
+            iteration; or a `range` of epoch numbers, held back to back.
+            Epoch e is then read in a stateless shuffle seeded with
+            `(seed, e)`, which depends on nothing else: a resumed training
+            rebuilds the very batches of the epoch it resumes (and can skip
+            to a step inside it) without replaying the epochs before, which
+            a reshuffling `Dataset.shuffle` can't (its k-th order is reached
+            only by iterating it k times).
+
+    Returns:
+        A `tf.data.Dataset` of known cardinality.
+    """
+    if epochs is None:
+        dataset = tf.data.Dataset.from_tensor_slices(rows)
+        if shuffle:
+            dataset = dataset.shuffle(
+                max(_row_count(rows), 1), seed=seed, reshuffle_each_iteration=True
+            )
+        dataset = batch_epoch(dataset)
+        epochs = range(1)
+    else:
+        size = _row_count(rows)
+
+        def one_epoch(epoch):
+            order = tf.range(size, dtype=tf.int64)
+            if shuffle:
+                order = tf.random.experimental.stateless_shuffle(
+                    order, seed=tf.stack([tf.constant(seed, tf.int64), epoch])
+                )
+            ordered = tuple(tf.gather(tensor, order) for tensor in rows)
+            return batch_epoch(tf.data.Dataset.from_tensor_slices(ordered))
+
+        numbers = tf.constant(list(epochs), dtype=tf.int64)
+        dataset = tf.data.Dataset.from_tensor_slices(numbers).flat_map(one_epoch)
+    return dataset.apply(
+        tf.data.experimental.assert_cardinality(batches_per_epoch * len(epochs))
+    )
+
+
+def _row_count(rows):
+    first = rows[0]
+    return int(first.nrows()) if isinstance(first, tf.RaggedTensor) else int(first.shape[0])
