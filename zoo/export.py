@@ -123,6 +123,9 @@ def export_saved_model(
         _add_translation_endpoints(archive, run, beam, length_penalty, max_input_length)
     out.parent.mkdir(parents=True, exist_ok=True)
     temporary = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    # mkdtemp makes the folder private (0700); a model server usually runs
+    # as another user, so give it the permissions of an ordinary folder.
+    temporary.chmod(0o755)
     try:
         archive.write_out(temporary, verbose=False)
         _replace(temporary, out)
