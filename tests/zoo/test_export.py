@@ -303,3 +303,24 @@ def test_existing_output_is_refused_unless_overwrite(capsys, caption_run, tmp_pa
     code, _, err = run_cli(capsys, "export", str(caption_run), "--out", str(out))
     assert_one_line_error(code, err, str(out), "--overwrite")
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
+
+
+@pytest.mark.parametrize(
+    "run, policy, words",
+    [
+        ("translation_run", "mixed_float16", ["float16 computation", "float32"]),
+        ("caption_run", "float64", ["show_attend_tell", "builds only under float32"]),
+    ],
+)
+def test_unexportable_dtype_policy_is_one_line(capsys, request, tmp_path, run, policy, words):
+    copy = tmp_path / "run"
+    copy.mkdir()
+    for path in request.getfixturevalue(run).iterdir():
+        if path.is_file():
+            (copy / path.name).write_bytes(path.read_bytes())
+    config = runs.read_json(copy / runs.CONFIG)
+    config["model"]["dtype"] = policy
+    runs.write_json(copy / runs.CONFIG, config)
+    code, _, err = run_cli(capsys, "export", str(copy), "--out", str(tmp_path / "out"))
+    assert_one_line_error(code, err, repr(policy), *words)
+    assert not (tmp_path / "out").exists()
