@@ -1,22 +1,24 @@
 """Export a trained run as a TensorFlow SavedModel for serving.
 
 TensorFlow only by nature (SavedModel, `tf.strings`, tensorflow-text): the
-model itself is written with `keras.ops`, and on the TensorFlow backend its
-graph is what is saved. The SavedModel needs nothing of this package to run:
-only TensorFlow, and `import tensorflow_text` before loading it (its
-tokenizer ops), e.g.
+models are written in `keras.ops`, and on the TensorFlow backend their graph
+is what is saved. `zoo export DIR --out PATH [--beam K]` calls
+`export_saved_model`. The SavedModel needs nothing of this package to run:
+only TensorFlow, and tensorflow-text imported before loading (it registers
+the tokenizer's ops), e.g.
 
     import tensorflow as tf
-    import tensorflow_text  # registers the WordPiece and normalization ops
+    import tensorflow_text  # the WordPiece and UTF-8 normalization ops
     served = tf.saved_model.load("exported/rnnsearch_small")
     served.signatures["translate"](text=tf.constant(["a small dog sees a cat."]))
 
-or from the command line (TensorFlow's own tool; `--tf_text` isn't an
-option of it, so load the ops with a one-line wrapper):
+TensorFlow's `saved_model_cli` alone stops with "Op type not registered
+'NormalizeUTF8'" (it can't load tensorflow-text's ops), so run it through a
+wrapper that imports them first:
 
-    python -c "import sys, tensorflow_text; from tensorflow.python.tools \\
-        import saved_model_cli; sys.exit(saved_model_cli.main())" run \\
-        --dir exported/rnnsearch_small --tag_set serve \\
+    python -c "import sys, tensorflow_text; from tensorflow.python.tools \
+        import saved_model_cli; sys.exit(saved_model_cli.main())" run \
+        --dir exported/rnnsearch_small --tag_set serve \
         --signature_def translate --input_exprs 'text=["a small dog sees a cat."]'
 
 Signatures of a translation run (`export_saved_model`):
@@ -36,11 +38,15 @@ Signatures of a captioning run:
   [B]}`: each string the bytes of an image file (JPEG, PNG, GIF, BMP,
   WebP), decoded and resized in the graph exactly as training reads files
   (`zoo.data.caption_pipeline.decode_image_bytes`), then searched and
-  detokenized: `Captioner.caption_files`'s `text` and `score`.
+  detokenized: `Captioner.caption_files`'s `text` and `score` (for up to
+  64 images, the batch `Captioner.caption` decodes at once).
 - `logits(image: float32 [B, S, S, 3] in [0, 1], target_in: int32 [B, T])
   -> {"logits": float32 [B, T, V]}`.
 
-The first signature is also `serving_default`.
+The first signature is also `serving_default`. `score` is log P(Y|X) of the
+chosen hypothesis. The search settings (`beam`, `length_penalty`) are fixed
+at export. Runs whose dtype policy computes in float16 or bfloat16 are
+refused (see `check_dtype_policy`).
 
 Bounded input: each sentence is cut to its first `max_input_length` word
 pieces (by default the run's training `max_length`, the cut
