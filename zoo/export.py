@@ -52,8 +52,9 @@ Bounded input: each sentence is cut to its first `max_input_length` word
 pieces (by default the run's training `max_length`, the cut
 `Translator.translate` makes), and, before tokenization, to its first
 `CHARACTERS_PER_PIECE * max_input_length` characters, so that one long
-string can't make the tokenizer exhaust the server. A text that isn't valid
-UTF-8 is refused (`InvalidArgument`). Decoding stops after the step limit of
+string can't make the tokenizer exhaust the server. (Bytes that aren't
+valid UTF-8 are not refused: the tokenizer reads what it can of them.)
+Decoding stops after the step limit of
 `zoo.recipes.decoding.max_decoding_steps`. Image bytes are not bounded here:
 limit the request size in the server.
 """
