@@ -14,6 +14,7 @@ from cli_checks import assert_one_line_error
 from cli_checks import run_cli
 
 import zoo
+from zoo import cli
 from zoo import data
 from zoo import export
 from zoo import registry
@@ -151,9 +152,13 @@ def served(translation_run, caption_run, tmp_path_factory):
     folder = tmp_path_factory.mktemp("served")
     translator = zoo.load(translation_run)
     captioner = zoo.load(caption_run)
-    translator_out = export.export_saved_model(translation_run, folder / "translator")
-    captioner_out = export.export_saved_model(
-        caption_run, folder / "captioner", beam=2, length_penalty=0.6
+    translator_out = folder / "translator"
+    assert cli.main(["export", str(translation_run), "--out", str(translator_out)]) == 0
+    captioner_out = folder / "captioner"
+    captioner_out.mkdir()
+    (captioner_out / "stale.txt").write_text("an older export")
+    export.export_saved_model(
+        caption_run, captioner_out, beam=2, length_penalty=0.6, overwrite=True
     )
 
     source = translator.source_tokenizer
@@ -204,6 +209,7 @@ def served(translation_run, caption_run, tmp_path_factory):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return {
+        "folder": folder,
         "translator": translator,
         "captioner": captioner,
         "images": images,
@@ -216,6 +222,13 @@ def served(translation_run, caption_run, tmp_path_factory):
 def test_signatures_run_without_zoo(served):
     assert served["out"]["refused"] == "zoo is refused in this process"
     assert not served["out"]["zoo_loaded"]
+
+
+def test_overwrite_replaces_the_output_and_leaves_no_temporary(served):
+    folder = served["folder"]
+    assert (folder / "captioner" / "saved_model.pb").is_file()
+    assert not (folder / "captioner" / "stale.txt").exists()
+    assert not [path.name for path in folder.iterdir() if path.name.startswith(".")]
 
 
 def test_translate_signature_gives_the_python_translations(served):
