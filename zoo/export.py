@@ -67,7 +67,9 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+import zoo
 from zoo import runs
+from zoo.data.caption_pipeline import decode_image_bytes
 from zoo.errors import ZooUserError
 from zoo.translator import SOURCE_WIDTH_MULTIPLE
 from zoo.translator import compiled_search
@@ -114,8 +116,6 @@ def export_saved_model(
             bad option, or a model whose dtype policy can't be exported.
         zoo.runs.RunDirectoryError: `run_dir` is missing or incomplete.
     """
-    import zoo
-
     run_dir = runs.check_run_directory(run_dir)
     out = Path(out)
     _check_output(out, overwrite)
@@ -153,10 +153,10 @@ def check_dtype_policy(config):
     - a float16 or bfloat16 compute dtype (`mixed_float16`,
       `mixed_bfloat16`, `float16`, `bfloat16`) exports and runs, but the
       Transformer's served translations differed from `Translator.translate`
-      under `mixed_float16` and `bfloat16`: at that precision the result
-      depends on how the graph is compiled (a search traced for a known
-      source width against the signature's unknown one), so the exported
-      model would not give the Python API's outputs;
+      under `mixed_float16` and `bfloat16` (the same rows in the same
+      order: at that precision the result depends on details of the
+      compiled graph), so the exported model would not give the Python
+      API's outputs;
     - `show_attend_tell` builds only under `float32`: under any other policy
       (`float64` too) its `output_logits` adds a float32 tensor to one of
       the policy's dtype (an error of the recipe, not of the export);
@@ -176,7 +176,7 @@ def check_dtype_policy(config):
         else "Keras' global dtype policy"
     )
     fix = (
-        "set model.dtype to \"float32\" in config.json (the weights load under it)"
+        "set model.dtype to \"float32\" in config.json"
         if config["model"].get("dtype")
         else "call keras.config.set_dtype_policy(\"float32\") before exporting"
     )
@@ -265,9 +265,9 @@ def _add_translation_endpoints(archive, translator, beam, length_penalty, max_in
             tf.equal(lengths, 0)[:, None], tf.equal(tf.range(width), 0)[None, :]
         )
         source = tf.where(empty, model.eos_id, source)
-        # Rows in Translator's order (by length): a row's numbers can depend
-        # on its place in the batch (measured: a Transformer's float16
-        # translation changed with it), so keep the batch it would decode.
+        # Rows in Translator's order (by length), so the search runs on the
+        # very batch Translator.translate decodes: a batched kernel need not
+        # round a row the same way at every place in the batch.
         order = tf.argsort(tf.maximum(lengths, 1), stable=True)
         result = search(tf.gather(source, order))
         restore = tf.argsort(order)
@@ -295,8 +295,6 @@ def _add_translation_endpoints(archive, translator, beam, length_penalty, max_in
 
 
 def _add_captioning_endpoints(archive, captioner, beam, length_penalty):
-    from zoo.data.caption_pipeline import decode_image_bytes
-
     model = captioner.model
     size = captioner.image_size
     search = compiled_search(model, beam, length_penalty, max_length=captioner.max_caption_length)
