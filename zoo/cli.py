@@ -5,6 +5,7 @@
     zoo evaluate DIR [--data SPEC] [--beam K]
     zoo translate DIR "a sentence" [--beam K] [--plot out.png]
     zoo caption DIR image.png [--beam K] [--plot out.png]
+    zoo export DIR [--format saved_model|onnx] [--out PATH] [--beam K]
     zoo bench [layers|decode|train|export|all] [--backend B] [--out results.json]
     zoo demo [--layers]
 
@@ -14,6 +15,7 @@ option) prints one line to stderr and exits with status 2; no traceback.
 
 import argparse
 import contextlib
+import importlib.util
 import logging
 import os
 import sys
@@ -113,6 +115,48 @@ def build_parser():
     caption.add_argument("--length-penalty", type=non_negative_float, default=0.6)
     caption.add_argument(
         "--plot", help="save the attention of each word over the first image (PNG)"
+    )
+
+    export = commands.add_parser(
+        "export",
+        help="export a trained run for serving (TensorFlow SavedModel or ONNX)",
+        description="Export a trained run for serving. saved_model: signatures "
+        "`translate` (strings -> strings) or `caption` (image file bytes -> strings), "
+        "and `logits` (teacher-forced); they need TensorFlow and tensorflow-text, "
+        "not this package (see zoo/export.py). onnx: see zoo/onnx_export.py.",
+    )
+    export.add_argument("run_dir", help="a run directory written by `zoo train`")
+    export.add_argument(
+        "--format",
+        choices=("saved_model", "onnx"),
+        default="saved_model",
+        help="saved_model (default) or onnx",
+    )
+    export.add_argument(
+        "--out", help="where to write the export (default: RUN_DIR/export/FORMAT)"
+    )
+    export.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="saved_model: replace an existing, non-empty output (refused otherwise)",
+    )
+    export.add_argument(
+        "--beam",
+        type=positive_int,
+        default=1,
+        help="saved_model: beam width of the exported search (default 1: greedy)",
+    )
+    export.add_argument(
+        "--length-penalty",
+        type=non_negative_float,
+        default=0.6,
+        help="saved_model: GNMT length penalty of beam search (default 0.6)",
+    )
+    export.add_argument(
+        "--max-input-length",
+        type=positive_int,
+        help="saved_model, translation: the most source word pieces read; longer "
+        "sentences are cut (default: the run's training max_length)",
     )
 
     from zoo import bench  # keras-free at import: the parser stays quick
@@ -261,6 +305,29 @@ def command_caption(args):
         print(f"attention: {path}", file=sys.stderr)
 
 
+def command_export(args):
+    check_run_directory(args.run_dir)  # before TensorFlow loads: a quick, quiet error
+    out = args.out or os.path.join(args.run_dir, "export", args.format)
+    if args.format == "onnx":
+        if importlib.util.find_spec("zoo.onnx_export") is None:
+            raise UserError("this installation has no ONNX export (zoo.onnx_export)")
+        from zoo import onnx_export
+
+        path = onnx_export.export_onnx(args.run_dir, out)
+    else:
+        from zoo import export
+
+        path = export.export_saved_model(
+            args.run_dir,
+            out,
+            beam=args.beam,
+            length_penalty=args.length_penalty,
+            max_input_length=args.max_input_length,
+            overwrite=args.overwrite,
+        )
+    print(f"{args.format}: {path}")
+
+
 def command_bench(args):
     from zoo import bench
 
@@ -284,6 +351,7 @@ COMMANDS = {
     "evaluate": command_evaluate,
     "translate": command_translate,
     "caption": command_caption,
+    "export": command_export,
     "bench": command_bench,
     "demo": command_demo,
 }

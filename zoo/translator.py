@@ -10,6 +10,12 @@ from zoo import registry
 from zoo import runs
 from zoo.recipes import decoding
 
+# A batch's sources are padded to a multiple of this width, so that a
+# compiled search is retraced for few distinct shapes. The exported
+# `translate` signature pads the same way: the padded width sets the step
+# limit (`decoding.max_decoding_steps`), so both give the same translations.
+SOURCE_WIDTH_MULTIPLE = 8
+
 
 @dataclass
 class Translation:
@@ -68,9 +74,8 @@ class Translator:
         return self._searches[key]
 
     def _decode_batch(self, source_ids, beam, length_penalty, coverage_penalty):
-        # Widths rounded up to a multiple of 8, so that a compiled search is
-        # retraced for few distinct shapes.
-        width = -(-max(len(s) for s in source_ids) // 8) * 8
+        longest = max(len(s) for s in source_ids)
+        width = -(-longest // SOURCE_WIDTH_MULTIPLE) * SOURCE_WIDTH_MULTIPLE
         source = np.zeros((len(source_ids), width), "int32")
         for row, ids in enumerate(source_ids):
             source[row, : len(ids)] = ids

@@ -52,9 +52,23 @@ def _check_positive(name, value):
 
 def _decode_file(path, image_size):
     """A float32 `[image_size, image_size, 3]` image in [0, 1] from a file."""
-    image = tf.io.decode_image(
-        tf.io.read_file(path), channels=3, expand_animations=False
-    )
+    return decode_image_bytes(tf.io.read_file(path), image_size)
+
+
+def decode_image_bytes(contents, image_size):
+    """An encoded image (JPEG, PNG, GIF, BMP, WebP bytes), as training reads it.
+
+    TensorFlow ops only, so that an exported SavedModel prepares an image
+    exactly as `make_caption_dataset` and `load_image` do.
+
+    Args:
+        contents: a scalar string tensor, the bytes of an image file.
+        image_size: int >= 1, the height and width to resize it to.
+
+    Returns:
+        A float32 tensor `[image_size, image_size, 3]` in [0, 1].
+    """
+    image = tf.io.decode_image(contents, channels=3, expand_animations=False)
     image = tf.image.resize(image, [image_size, image_size], antialias=True)
     # Antialiased bilinear weights are non-negative, so this only guards
     # against rounding.

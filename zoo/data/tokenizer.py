@@ -23,6 +23,8 @@ German opening quote, none on either side of `- ' / ’`). So, for text whose
 words are all in the vocabulary, `decode(encode(s)) == normalize(s)`, and
 for ordinary text `normalize(s)` is `s` lowercased: "A man, in a t-shirt."
 comes back as "a man, in a t-shirt.".
+`detokenize` is `decode` in TensorFlow graph ops, for a batch (it is what
+an exported SavedModel runs); every rule above is expressed there.
 
 The reserved tokens come first, so their ids are fixed:
 `[PAD]`=0, `[UNK]`=1, `[BOS]`=2, `[EOS]`=3.
@@ -74,6 +76,13 @@ def _join_words(words):
         text += word
         glue = word in _ATTACH_RIGHT or word in _ATTACH_BOTH
     return text
+
+
+def _is_one_of(strings, choices):
+    """Whether each string of a tensor is one of `choices` (a set of str)."""
+    return tf.reduce_any(
+        tf.equal(tf.expand_dims(strings, -1), tf.constant(sorted(choices))), axis=-1
+    )
 
 
 def _normalize_tensor(text, lowercase):
@@ -149,6 +158,10 @@ class TextTokenizer:
         self._pretokenize_batch = tf.function(
             self._pretokenize_graph,
             input_signature=[tf.TensorSpec([None], tf.string)],
+        )
+        self._detokenize_batch = tf.function(
+            self._detokenize_graph,
+            input_signature=[tf.TensorSpec([None, None], tf.int32)],
         )
 
     # --- construction and storage ------------------------------------------
@@ -342,6 +355,71 @@ class TextTokenizer:
             else:
                 words.append(token)
         return _join_words(words)
+
+    def _detokenize_graph(self, ids):
+        # `decode`'s loop, as masks over the tokens of each row.
+        kept = tf.logical_and(
+            tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=1), 0),
+            tf.logical_and(tf.not_equal(ids, PAD_ID), tf.not_equal(ids, BOS_ID)),
+        )
+        tokens = tf.gather(
+            tf.constant(self._vocabulary, tf.string), tf.ragged.boolean_mask(ids, kept)
+        )
+        flat = tokens.flat_values
+        first = tf.equal(
+            tf.range(tf.size(flat, out_type=tf.int64)),
+            tf.gather(tokens.row_splits, tokens.value_rowids()),
+        )
+        # A "##" piece joins the word before it; at the start of a row there
+        # is none, and decode makes it a word of its own, "##" dropped.
+        marked = tf.strings.regex_full_match(flat, SUFFIX_INDICATOR + ".+")
+        suffix = tf.logical_and(marked, tf.logical_not(first))
+        pieces = tf.where(
+            marked, tf.strings.regex_replace(flat, "^" + SUFFIX_INDICATOR, ""), flat
+        )
+        starts_word = tf.logical_not(suffix)
+        # Punctuation is one character, so a word that is punctuation is a
+        # word of one piece: one not followed by a "##" piece.
+        one_piece = tf.logical_and(
+            starts_word, tf.logical_not(tf.concat([suffix, [False]], axis=0)[1:])
+        )
+        attaches_left = tf.logical_and(
+            one_piece, _is_one_of(pieces, _ATTACH_LEFT | _ATTACH_BOTH)
+        )
+        attaches_right = tf.logical_and(
+            one_piece, _is_one_of(pieces, _ATTACH_RIGHT | _ATTACH_BOTH)
+        )
+        after_attaching = tf.concat([[True], attaches_right], axis=0)[:-1]
+        space = tf.logical_not(
+            tf.reduce_any(
+                tf.stack([first, suffix, after_attaching, attaches_left]), axis=0
+            )
+        )
+        spaced = tf.where(space, tf.strings.join([" ", pieces]), pieces)
+        return tf.strings.reduce_join(tokens.with_flat_values(spaced), axis=1)
+
+    def detokenize(self, ids):
+        """Text of a batch of id sequences, in TensorFlow graph ops.
+
+        Row by row it is exactly `decode` (stops at the first `[EOS]`, drops
+        `[PAD]` and `[BOS]`, joins "##" pieces and spaces punctuation the
+        same way), written with `tf.strings` ops so that it runs inside a
+        `tf.function` or an exported SavedModel, which saves the vocabulary
+        as a constant.
+
+        Args:
+            ids: int32 `[batch, length]` token ids (a tensor or array).
+
+        Returns:
+            A string `tf.Tensor` `[batch]`.
+        """
+        ids = tf.convert_to_tensor(ids, tf.int32)
+        if ids.shape.rank != 2:
+            raise ValueError(
+                f"detokenize takes a batch of id sequences [batch, length]; "
+                f"received shape {ids.shape}."
+            )
+        return self._detokenize_batch(ids)
 
     def normalize(self, text):
         """The form `decode(encode(...))` gives text, whatever the vocabulary.
