@@ -20,13 +20,14 @@ contract"): `encode(source) -> state` and `decode_step(previous_tokens,
 state, step) -> (logits, state, attention)`. The batch axis and the source
 length axis are dynamic, so one file serves every batch and sentence length.
 
-Why two graphs and not the whole decoder loop: the greedy loop of
-`zoo.recipes.decoding` converts (tf2onnx turns its `while_loop` into an ONNX
-`Loop`, and the buffer writes through the handler below), but a loop graph
-fixes the search: beam search with its penalties, a different step limit or
-returning the alignment would each need a graph of its own. The step graph
-serves greedy and beam search alike, and a client can drive it from any
-language.
+Why two graphs and not the whole decoder loop: tf2onnx does turn the
+`while_loop` of `zoo.recipes.decoding.greedy_search` into an ONNX `Loop`
+(and its buffer writes through the handler below), but the result does not
+load: `keras.ops.argmax` on TensorFlow tests for -0.0 with `tf.bitcast`
+(its flush-to-zero fix), and ONNX has no bitcast operator. A loop graph
+would also fix the search (greedy or beam, the penalties, the step limit),
+whereas the step graph serves greedy and beam search alike and can be
+driven from any language.
 
 Example:
 
@@ -51,22 +52,19 @@ from tf2onnx.handler import tf_op
 from zoo import registry
 from zoo import runs
 from zoo.errors import ZooUserError
+from zoo.onnx_format import DECODER_STEP
+from zoo.onnx_format import ENCODER
+from zoo.onnx_format import MANIFEST
+from zoo.onnx_format import MANIFEST_FORMAT
+from zoo.onnx_format import MANIFEST_VERSION
+from zoo.onnx_format import NEW_STATE_PREFIX
 
-ENCODER = "encoder.onnx"
-DECODER_STEP = "decoder_step.onnx"
-MANIFEST = "manifest.json"
-# Opset 17 is the newest that tf2onnx 1.17 supports fully, and that every
-# onnxruntime since 1.12 runs.
-OPSET = 17
-MANIFEST_FORMAT = "keras-attention-zoo-onnx"
-MANIFEST_VERSION = 1
-# The prefix of the decoder-step outputs that carry a changed state entry:
-# an ONNX graph cannot have an input and an output of the same name.
-NEW_STATE_PREFIX = "new_"
-# Compute dtypes that export: onnxruntime's CPU kernels for the recurrent
-# cells, softmax and matmul are float32 (and float64); a float16 or bfloat16
-# graph converts but fails to load or run (see `check_exportable_policy`).
-EXPORTABLE_COMPUTE_DTYPES = ("float32",)
+# tf2onnx's preferred opset (`tf2onnx.constants.PREFERRED_OPSET`, 15 in
+# 1.17): the one its own tests cover. onnxruntime has run it since 1.10.
+OPSET = 15
+# Compute dtypes whose graphs convert but do not load in onnxruntime (see
+# `check_exportable_policy`).
+UNEXPORTABLE_COMPUTE_DTYPES = ("bfloat16",)
 
 
 class OnnxExportError(ZooUserError):
@@ -122,12 +120,14 @@ def export_onnx(run_dir, out, overwrite=False, opset=OPSET):
 
 
 def check_exportable_policy(model):
-    """Refuses a model whose layers compute in a dtype the export can't run.
+    """Refuses a model whose layers compute in a dtype onnxruntime can't load.
 
-    float16 and bfloat16 graphs (the `mixed_float16`, `mixed_bfloat16`,
-    `float16` and `bfloat16` policies) convert, but onnxruntime has no CPU
-    kernel for several of their ops (GRU/LSTM cells' matmuls in bfloat16,
-    softmax in float16), so the export would not load where it is served.
+    Measured with tf2onnx 1.17 and onnxruntime 1.32 on every recipe:
+    `mixed_bfloat16` graphs convert, but onnxruntime rejects them on loading
+    (it has no bfloat16 kernel for ReverseSequence, Conv, or Gemm mixing
+    bfloat16 and float16). `float32`, `mixed_float16` and `float16` export
+    and run (float16 logits are float16-rounded, about 1e-3 from Keras').
+    (`float64` and `bfloat16` do not build on TensorFlow's CPU kernels.)
 
     Args:
         model: a built recipe model.
@@ -140,14 +140,14 @@ def check_exportable_policy(model):
             layer.dtype_policy.name
             for layer in model._flatten_layers(include_self=True)
             if keras.backend.standardize_dtype(layer.dtype_policy.compute_dtype)
-            not in EXPORTABLE_COMPUTE_DTYPES
+            in UNEXPORTABLE_COMPUTE_DTYPES
         }
     )
     if policies:
         raise OnnxExportError(
-            f"cannot export a model with dtype policy {', '.join(policies)} to ONNX "
-            "(onnxruntime has no CPU kernels for its compute dtype); retrain or rebuild "
-            "it with the float32 policy"
+            f"cannot export a model with dtype policy {', '.join(policies)} to ONNX: "
+            "onnxruntime does not load bfloat16 graphs; rebuild it with the float32 "
+            "(or mixed_float16) policy"
         )
 
 
@@ -164,8 +164,8 @@ def convert_model(model, task, folder, opset=OPSET):
     Returns:
         A dict describing the graphs for the manifest: `state` (entry names,
         in the order of the decoder's inputs), `carried_state` (the entries
-        a step changes, output as `new_<name>`), `source_input`, and the
-        inputs and outputs of each graph.
+        a step changes, output as `new_<name>`), `source_input`, and
+        `graphs`: the file, inputs and outputs of each graph.
     """
     folder = Path(folder)
     source_spec, probes = _source_spec(model, task)
@@ -195,10 +195,13 @@ def convert_model(model, task, folder, opset=OPSET):
         "source_input": source_spec.name,
         "state": names,
         "carried_state": carried,
-        "encoder": {"inputs": [source_spec.name], "outputs": names},
-        "decoder_step": {
-            "inputs": ["previous_tokens", "step"] + names,
-            "outputs": ["logits", "attention"] + [NEW_STATE_PREFIX + n for n in carried],
+        "graphs": {
+            "encoder": {"file": ENCODER, "inputs": [source_spec.name], "outputs": names},
+            "decoder_step": {
+                "file": DECODER_STEP,
+                "inputs": ["previous_tokens", "step"] + names,
+                "outputs": ["logits", "attention"] + [NEW_STATE_PREFIX + n for n in carried],
+            },
         },
     }
 
@@ -265,8 +268,6 @@ def _manifest(model, task, config, graphs, vocabularies, opset):
         "task": task,
         "preset": config.get("preset"),
         "recipe": config["recipe"],
-        "encoder": ENCODER,
-        "decoder_step": DECODER_STEP,
         "vocabularies": vocabularies,
         "pad_id": model.pad_id,
         "bos_id": model.bos_id,

@@ -1,0 +1,222 @@
+"""ONNX export (tf2onnx) and the onnxruntime runner, against the Keras model.
+
+Each recipe family is exported from a tiny run directory (random weights,
+a vocabulary of the synthetic corpus' words): the runner's tokens must equal
+the Python API's, and the graphs' state and logits must agree with
+`encode` / `decode_step` to 1e-4, at two batch sizes and two source lengths
+from the same files.
+"""
+
+import keras
+import numpy as np
+import pytest
+
+from zoo import onnx_export
+from zoo import onnx_runner
+from zoo import registry
+from zoo import runs
+from zoo.data import synthetic_corpus
+
+pytestmark = pytest.mark.tensorflow_only
+
+# Tiny configs, as in tests/recipes/test_recipes.py.
+TINY = {
+    "rnnsearch": {"embedding_dim": 6, "hidden_dim": 8, "attention_units": 5, "maxout_units": 4},
+    "luong": {"embedding_dim": 6, "hidden_dim": 8, "num_layers": 2, "window": 2},
+    "transformer": {
+        "d_model": 8,
+        "num_heads": 2,
+        "num_encoder_layers": 1,
+        "num_decoder_layers": 2,
+        "feed_forward_dim": 12,
+        "max_target_length": 40,
+        "max_source_length": 40,
+    },
+    "show_attend_tell": {
+        "image_size": 16,
+        "encoder": "small_cnn",
+        "encoder_filters": [4, 4],
+        "feature_dim": 6,
+        "embedding_dim": 6,
+        "hidden_dim": 8,
+        "attention_units": 5,
+        "max_target_length": 12,
+    },
+}
+FAMILIES = ["rnnsearch_small", "luong_local_p_general_small", "transformer_small",
+            "show_attend_tell_small"]
+SENTENCES = [source for source, _ in synthetic_corpus(6, seed=3, min_length=3, max_length=12)]
+IMAGES = np.random.default_rng(0).integers(0, 256, (5, 16, 16, 3), dtype="uint8")
+TOLERANCE = 1e-4
+
+
+def vocabulary(sentences):
+    from zoo.data import RESERVED_TOKENS
+
+    words = sorted({word for sentence in sentences for word in sentence.replace(".", " .").split()})
+    return list(RESERVED_TOKENS) + words
+
+
+def write_run(folder, preset):
+    """A complete run directory of `preset` at tiny size, random weights."""
+    from zoo.data import TextTokenizer
+
+    settings = registry.get_preset(preset)
+    task = registry.task_of(settings["recipe"])
+    pairs = synthetic_corpus(200, seed=1, min_length=3, max_length=12)
+    target = TextTokenizer(vocabulary([t for _, t in pairs] + ["a red circle ."]))
+    config_model = {**TINY[settings["recipe"]], "dropout": 0.0,
+                    "target_vocabulary_size": target.vocabulary_size}
+    if task == "translation":
+        source = TextTokenizer(vocabulary([s for s, _ in pairs] + SENTENCES))
+        source.save(folder / runs.SOURCE_VOCABULARY)
+        config_model["source_vocabulary_size"] = source.vocabulary_size
+    target.save(folder / runs.TARGET_VOCABULARY)
+    config = {"preset": preset, "recipe": settings["recipe"], "task": task,
+              "model": config_model, "training": {"max_length": 10}}
+    runs.write_json(folder / runs.CONFIG, config)
+    model = registry.recipe_class(settings["recipe"])(**config_model)
+    model.build()
+    runs.save_weights(model, folder / runs.WEIGHTS)
+    return folder
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def exported(request, tmp_path_factory):
+    """(run directory, export folder) of one recipe family."""
+    root = tmp_path_factory.mktemp(request.param)
+    (root / "run").mkdir()
+    run_dir = write_run(root / "run", request.param)
+    out = onnx_export.export_onnx(run_dir, root / "onnx")
+    return run_dir, out
+
+
+def keras_and_onnx(exported):
+    import zoo
+
+    run_dir, out = exported
+    return zoo.load(run_dir), onnx_runner.load(out)
+
+
+def test_export_writes_the_graphs_vocabularies_and_manifest(exported):
+    run_dir, out = exported
+    manifest = onnx_runner.read_manifest(out)
+    assert manifest["state"] and set(manifest["carried_state"]) <= set(manifest["state"])
+    for name in ("encoder.onnx", "decoder_step.onnx", "target.vocab"):
+        assert (out / name).is_file(), name
+    assert (out / "source.vocab").is_file() == (manifest["task"] == "translation")
+    assert not [p.name for p in out.parent.iterdir() if p.name.startswith(".")], "temporary left"
+
+
+def test_runner_tokens_equal_the_python_api(exported):
+    keras_side, onnx_side = keras_and_onnx(exported)
+    if isinstance(onnx_side, onnx_runner.OnnxCaptioner):
+        expected = keras_side.caption(IMAGES, batch_size=3)
+        got = onnx_side.caption(IMAGES, batch_size=3)
+        pieces = [(c.words, c.score) for c in expected], [(c.words, c.score) for c in got]
+    else:
+        expected = keras_side.translate(SENTENCES, batch_size=4)
+        got = onnx_side.translate(SENTENCES, batch_size=4)
+        pieces = [(t.target_pieces, t.score) for t in expected], [
+            (t.target_pieces, t.score) for t in got
+        ]
+    assert [p for p, _ in pieces[1]] == [p for p, _ in pieces[0]]
+    np.testing.assert_allclose([s for _, s in pieces[1]], [s for _, s in pieces[0]], atol=TOLERANCE)
+
+
+@pytest.mark.parametrize("batch,length", [(1, 4), (3, 9)])
+def test_graphs_agree_with_encode_and_decode_step(exported, batch, length):
+    """The same two files at batch 1 and 3 and source lengths 4 and 9."""
+    keras_side, onnx_side = keras_and_onnx(exported)
+    model, onnx_model = keras_side.model, onnx_side.model
+    rng = np.random.default_rng(batch)
+    if onnx_model.image_size:
+        source = rng.random((batch, 16, 16, 3)).astype("float32")
+    else:
+        source = rng.integers(4, 30, (batch, length)).astype("int32")
+        source[-1, length // 2 :] = 0  # padding in the last row
+    expected_state = model.encode(source)
+    state = onnx_model.encode(source)
+    assert list(state) == list(expected_state)
+    for name in state:
+        np.testing.assert_allclose(
+            state[name], keras.ops.convert_to_numpy(expected_state[name]), atol=TOLERANCE
+        )
+    tokens = np.full((batch,), model.bos_id, "int32")
+    for step in range(4):
+        expected = model.decode_step(tokens, expected_state, step)
+        logits, state, attention = onnx_model.decode_step(tokens, state, step)
+        expected_logits, expected_state, expected_attention = expected
+        np.testing.assert_allclose(logits, keras.ops.convert_to_numpy(expected_logits), atol=TOLERANCE)
+        np.testing.assert_allclose(
+            attention, keras.ops.convert_to_numpy(expected_attention), atol=TOLERANCE
+        )
+        tokens = logits.argmax(axis=-1).astype("int32")
+
+
+def test_beam_search_through_the_runner_equals_the_python_api(exported):
+    keras_side, onnx_side = keras_and_onnx(exported)
+    if isinstance(onnx_side, onnx_runner.OnnxCaptioner):
+        expected = keras_side.caption(IMAGES[:3], beam=3)
+        got = onnx_side.caption(IMAGES[:3], beam=3)
+        assert [c.words for c in got] == [c.words for c in expected]
+    else:
+        expected = keras_side.translate(SENTENCES[:3], beam=3, length_penalty=0.6)
+        got = onnx_side.translate(SENTENCES[:3], beam=3, length_penalty=0.6)
+        assert [t.target_pieces for t in got] == [t.target_pieces for t in expected]
+
+
+# --- refusals -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("refusals") / "run"
+    folder.mkdir()
+    return write_run(folder, "rnnsearch_small")
+
+
+def assert_one_line(error, *words):
+    message = str(error.value)
+    assert "\n" not in message
+    for word in words:
+        assert word in message
+
+
+def test_incomplete_run_directory_is_refused(small_run, tmp_path):
+    incomplete = tmp_path / "incomplete"
+    incomplete.mkdir()
+    for name in (runs.CONFIG, runs.SOURCE_VOCABULARY, runs.TARGET_VOCABULARY):
+        (incomplete / name).write_bytes((small_run / name).read_bytes())
+    with pytest.raises(runs.RunDirectoryError) as error:
+        onnx_export.export_onnx(incomplete, tmp_path / "out")
+    assert_one_line(error, "incomplete", runs.WEIGHTS)
+    assert not (tmp_path / "out").exists()
+
+
+def test_existing_output_is_refused(small_run, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("not ours")
+    with pytest.raises(onnx_export.OnnxExportError) as error:
+        onnx_export.export_onnx(small_run, out)
+    assert_one_line(error, str(out), "overwrite=True")
+    assert (out / "keep.txt").read_text() == "not ours"
+
+
+def test_bfloat16_policy_is_refused(small_run, tmp_path):
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        with pytest.raises(onnx_export.OnnxExportError) as error:
+            onnx_export.export_onnx(small_run, tmp_path / "out")
+    finally:
+        keras.config.set_dtype_policy(previous)
+    assert_one_line(error, "mixed_bfloat16", "float32")
+    assert not list(tmp_path.iterdir())
+
+
+def test_folder_without_manifest_is_refused(tmp_path):
+    with pytest.raises(onnx_runner.OnnxFolderError) as error:
+        onnx_runner.load(tmp_path)
+    assert_one_line(error, "manifest.json", "export_onnx")
