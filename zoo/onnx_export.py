@@ -317,7 +317,8 @@ class _DynamicUpdateSlice:
         tf2onnx_utils.make_sure(rank is not None, "XlaDynamicUpdateSlice needs a known rank")
 
         def const(value):
-            return ctx.make_const(tf2onnx_utils.make_name("dus"), np.array(value, np.int64)).output[0]
+            name = tf2onnx_utils.make_name("dynamic_update_slice")
+            return ctx.make_const(name, np.array(value, np.int64)).output[0]
 
         def op(op_type, *inputs, **attr):
             return ctx.make_node(op_type, list(inputs), attr=attr).output[0]
@@ -331,7 +332,8 @@ class _DynamicUpdateSlice:
         coordinates = []
         for axis in range(rank):
             begin = op("Gather", start, const(axis))
-            positions = op("Range", begin, op("Add", begin, op("Gather", update_shape, const(axis))), const(1))
+            end = op("Add", begin, op("Gather", update_shape, const(axis)))
+            positions = op("Range", begin, end, const(1))
             shape = [1] * rank
             shape[axis] = -1
             positions = op("Expand", op("Reshape", positions, const(shape)), update_shape)

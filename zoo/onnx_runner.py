@@ -123,7 +123,9 @@ def read_manifest(folder):
     files = graphs + list(manifest["vocabularies"].values())
     missing = [name for name in files if not (folder / name).is_file()]
     if missing:
-        raise OnnxFolderError(f"export folder {str(folder)!r} is incomplete: missing {', '.join(missing)}")
+        raise OnnxFolderError(
+            f"export folder {str(folder)!r} is incomplete: missing {', '.join(missing)}"
+        )
     return manifest
 
 

@@ -173,7 +173,9 @@ def test_graphs_agree_with_encode_and_decode_step(exports, preset, batch, length
         expected = model.decode_step(tokens, expected_state, step)
         logits, state, attention = onnx_model.decode_step(tokens, state, step)
         expected_logits, expected_state, expected_attention = expected
-        np.testing.assert_allclose(logits, keras.ops.convert_to_numpy(expected_logits), atol=TOLERANCE)
+        np.testing.assert_allclose(
+            logits, keras.ops.convert_to_numpy(expected_logits), atol=TOLERANCE
+        )
         np.testing.assert_allclose(
             attention, keras.ops.convert_to_numpy(expected_attention), atol=TOLERANCE
         )
@@ -255,3 +257,30 @@ def test_overwrite_replaces_an_existing_output(exports):
     assert not (out / STALE).exists()
     assert onnx_runner.read_manifest(out)["preset"] == OVERWRITTEN
     assert sorted(p.name for p in out.parent.iterdir()) == ["onnx", "run"], "temporary left"
+
+
+def test_slice_update_converts_with_xla_clamping(tmp_path):
+    """`keras.ops.slice_update` (XlaDynamicUpdateSlice on TensorFlow) through
+    the export's ScatterND handler, including a start that XLA clamps so
+    that the update fits (step 9 of a buffer of 6 writes the last column)."""
+    import onnxruntime
+    import tensorflow as tf
+
+    signature = [
+        tf.TensorSpec([None, 6], tf.float32, name="buffer"),
+        tf.TensorSpec([None, 1], tf.float32, name="value"),
+        tf.TensorSpec([], tf.int32, name="step"),
+    ]
+
+    def write(buffer, value, step):
+        return {"written": keras.ops.slice_update(buffer, [0, step], value)}
+
+    onnx_export._convert(write, signature, tmp_path / "write.onnx", onnx_export.OPSET)
+    session = onnxruntime.InferenceSession(str(tmp_path / "write.onnx"))
+    buffer = np.arange(12, dtype="float32").reshape(2, 6)
+    value = np.array([[-1.0], [-2.0]], "float32")
+    for step in (0, 3, 9):
+        expected = keras.ops.convert_to_numpy(write(buffer, value, step)["written"])
+        feeds = {"buffer": buffer, "value": value, "step": np.array(step, "int32")}
+        (got,) = session.run(["written"], feeds)
+        np.testing.assert_array_equal(got, expected)
