@@ -45,7 +45,8 @@ class OnnxModel:
         folder: a folder written by `zoo.onnx_export.export_onnx`.
         providers: onnxruntime execution providers (default: CPU).
         session_options: optional `onnxruntime.SessionOptions` for both
-            graphs (threads, optimisation level).
+            graphs (threads, optimisation level); default:
+            `default_session_options()`.
 
     Attributes:
         manifest: the folder's manifest dict.
@@ -57,6 +58,7 @@ class OnnxModel:
         self.folder = Path(folder)
         self.manifest = read_manifest(self.folder)
         providers = providers or ["CPUExecutionProvider"]
+        session_options = session_options or default_session_options()
         graphs = self.manifest["graphs"]
         self.encoder = onnxruntime.InferenceSession(
             str(self.folder / graphs["encoder"]["file"]), session_options, providers=providers
@@ -97,6 +99,20 @@ class OnnxModel:
         feeds["step"] = np.asarray(step, "int32")
         logits, attention, *carried = self.decoder.run(self._step_outputs, feeds)
         return logits, {**state, **dict(zip(self._carried, carried))}, attention
+
+
+def default_session_options():
+    """onnxruntime's defaults, but intra-op threads that sleep when idle.
+
+    A decoding step is many small ops driven from a Python loop, and
+    onnxruntime's worker threads spin between ops by default, taking the
+    cores from that loop (and from anything else on the machine). Measured
+    on 2 shared cores, rnnsearch_small, greedy, 32 sentences a batch: 22.9 ms
+    a sentence with spinning, 4.9 ms without.
+    """
+    options = onnxruntime.SessionOptions()
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
 
 
 def read_manifest(folder):
