@@ -12,8 +12,10 @@ converted with tf2onnx. The folder it writes is everything
     source.vocab         source vocabulary (translation only)
     target.vocab         target (or caption) vocabulary
     manifest.json        the state names in order, which ones a step
-                         changes, special ids, length limits, task, image
-                         size, and the run's config
+                         changes, each graph's inputs and outputs, special
+                         ids, length limits (the model's, and the training
+                         max_length that cuts sources or captions), task,
+                         image size and grid, and the run's config
 
 The two graphs follow the recipes' contract (DESIGN.md, "The one
 contract"): `encode(source) -> state` and `decode_step(previous_tokens,
@@ -37,7 +39,7 @@ Example:
 
 import os
 import shutil
-import tempfile
+import uuid
 from pathlib import Path
 
 import keras
@@ -49,6 +51,7 @@ from tf2onnx import utils as tf2onnx_utils
 from tf2onnx.graph_builder import GraphBuilder
 from tf2onnx.handler import tf_op
 
+import zoo
 from zoo import registry
 from zoo import runs
 from zoo.errors import ZooUserError
@@ -95,12 +98,12 @@ def export_onnx(run_dir, out, overwrite=False, opset=OPSET):
     out = Path(out)
     _check_output(out, overwrite)
     config = runs.read_json(run_dir / runs.CONFIG)
-    model = _load_model(run_dir, config)
+    model = zoo.load(run_dir).model
     check_exportable_policy(model)
-    task = config.get("task") or registry.task_of(config["recipe"])
+    task = registry.task_of(config["recipe"])
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    staging = _new_sibling(out, "tmp")
     try:
         graphs = convert_model(model, task, staging, opset=opset)
         vocabularies = {"target": runs.TARGET_VOCABULARY}
@@ -247,19 +250,6 @@ def _carried_state(model, state, probe):
     return [name for name in state if new_state[name] is not state[name]]
 
 
-def _load_model(run_dir, config):
-    from zoo.translator import build_model
-
-    model = build_model(config)
-    try:
-        model.load_weights(run_dir / runs.WEIGHTS)
-    except (OSError, ValueError) as error:
-        raise runs.RunDirectoryError(
-            f"cannot load the weights in {run_dir / runs.WEIGHTS}: {error}"
-        ) from None
-    return model
-
-
 def _manifest(model, task, config, graphs, vocabularies, opset):
     return {
         "format": MANIFEST_FORMAT,
@@ -274,6 +264,9 @@ def _manifest(model, task, config, graphs, vocabularies, opset):
         "eos_id": model.eos_id,
         "max_target_length": model.max_target_length,
         "max_source_length": getattr(model, "max_source_length", None),
+        # Sources are cut to it (translation), or captions to it (captioning),
+        # as the Python API does.
+        "training_max_length": config.get("training", {}).get("max_length"),
         "image_size": getattr(model, "image_size", None),
         "grid_shape": list(model.grid_shape) if hasattr(model, "grid_shape") else None,
         "config": config,
@@ -291,13 +284,22 @@ def _check_output(out, overwrite):
         )
 
 
+def _new_sibling(out, kind):
+    """A new hidden folder next to `out` (same file system, so renames are
+    atomic). Made with `mkdir`, not `tempfile.mkdtemp`, so that the export
+    gets the umask's permissions rather than mkdtemp's owner-only ones."""
+    folder = out.parent / f".{out.name}.{kind}-{uuid.uuid4().hex}"
+    folder.mkdir()
+    return folder
+
+
 def _replace_folder(staging, out):
     """Renames `staging` to `out`; an existing `out` is first moved aside,
     so that `out` is at every moment either the old folder or the new one."""
     if not out.exists():
         os.replace(staging, out)
         return
-    retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+    retired = _new_sibling(out, "old")
     os.replace(out, retired / out.name)
     os.replace(staging, out)
     shutil.rmtree(retired, ignore_errors=True)
