@@ -4,11 +4,13 @@ The model runs in onnxruntime only: `OnnxModel` loads the folder's two
 graphs and offers the recipes' contract (`encode`, `decode_step`, the
 special ids) over NumPy arrays. Greedy search is a NumPy loop over the
 decoder-step graph (`greedy_search`); beam search is the very
-`zoo.recipes.decoding.beam_search`, run eagerly with `OnnxModel` standing in
-for the Keras model, so the GNMT penalties and the n-best list are the ones
-the Keras model gets. `OnnxTranslator` and `OnnxCaptioner` are the
-`Translator` and `Captioner` of the Python API with this model inside:
-batching, padding, step limits and detokenization are theirs.
+`zoo.recipes.decoding.beam_search` with `OnnxModel` standing in for the
+Keras model (compiled by `tf.function` around the onnxruntime calls on the
+TensorFlow backend, see `onnx_search`), so the GNMT penalties and the
+n-best list are the ones the Keras model gets. `OnnxTranslator` and
+`OnnxCaptioner` are the `Translator` and `Captioner` of the Python API with
+this model inside: batching, padding, step limits and detokenization are
+theirs.
 
 Tokenization reuses `zoo.data.TextTokenizer` and image files are read by
 `zoo.data.load_image`, both TensorFlow-based; neither the recipes' code nor
