@@ -26,7 +26,6 @@ pytestmark = pytest.mark.tensorflow_only
 # Tiny configs, as in tests/recipes/test_recipes.py.
 TINY = {
     "rnnsearch": {"embedding_dim": 6, "hidden_dim": 8, "attention_units": 5, "maxout_units": 4},
-    "luong": {"embedding_dim": 6, "hidden_dim": 8, "num_layers": 2, "window": 2},
     "transformer": {
         "d_model": 8,
         "num_heads": 2,
