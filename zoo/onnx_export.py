@@ -1,0 +1,353 @@
+"""Export of a trained run to ONNX: an encoder graph and a decoder-step graph.
+
+TensorFlow only by nature: the graphs are traced with `tf.function` and
+converted with tf2onnx. The folder it writes is everything
+`zoo.onnx_runner` (or any onnxruntime client) needs:
+
+    encoder.onnx         source (int32 [B, S]) or image (float32 [B, H, W, 3])
+                         -> the decoding state, one output per state entry
+    decoder_step.onnx    previous_tokens (int32 [B]), step (int32 scalar),
+                         the state entries -> logits [B, V], attention
+                         [B, S], and new_<name> for each entry a step changes
+    source.vocab         source vocabulary (translation only)
+    target.vocab         target (or caption) vocabulary
+    manifest.json        the state names in order, which ones a step
+                         changes, each graph's inputs and outputs, special
+                         ids, length limits (the model's, and the training
+                         max_length that cuts sources or captions), task,
+                         image size and grid, and the run's config
+
+The two graphs follow the recipes' contract (DESIGN.md, "The one
+contract"): `encode(source) -> state` and `decode_step(previous_tokens,
+state, step) -> (logits, state, attention)`. The batch axis and the source
+length axis are dynamic, so one file serves every batch and sentence length.
+
+Why two graphs and not the whole decoder loop: tf2onnx does turn the
+`while_loop` of `zoo.recipes.decoding.greedy_search` into an ONNX `Loop`
+(and its buffer writes through the handler below), but the result does not
+load: `keras.ops.argmax` on TensorFlow tests for -0.0 with `tf.bitcast`
+(its flush-to-zero fix), and ONNX has no bitcast operator. A loop graph
+would also fix the search (greedy or beam, the penalties, the step limit),
+whereas the step graph serves greedy and beam search alike and can be
+driven from any language.
+
+Example:
+
+>>> from zoo.onnx_export import export_onnx
+>>> export_onnx("runs/rnnsearch_small", "exports/rnnsearch_small")  # doctest: +SKIP
+"""
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+import tf2onnx
+from onnx import TensorProto
+from tf2onnx import utils as tf2onnx_utils
+from tf2onnx.graph_builder import GraphBuilder
+from tf2onnx.handler import tf_op
+
+import zoo
+from zoo import registry
+from zoo import runs
+from zoo.errors import ZooUserError
+from zoo.onnx_format import DECODER_STEP
+from zoo.onnx_format import ENCODER
+from zoo.onnx_format import MANIFEST
+from zoo.onnx_format import MANIFEST_FORMAT
+from zoo.onnx_format import MANIFEST_VERSION
+from zoo.onnx_format import NEW_STATE_PREFIX
+
+# tf2onnx's preferred opset (`tf2onnx.constants.PREFERRED_OPSET`, 15 in
+# 1.17): the one its own tests cover. onnxruntime has run it since 1.10.
+OPSET = 15
+# Compute dtypes whose graphs convert but do not load in onnxruntime (see
+# `check_exportable_policy`).
+UNEXPORTABLE_COMPUTE_DTYPES = ("bfloat16",)
+
+
+class OnnxExportError(ZooUserError):
+    """A run that cannot be exported to ONNX, or an output folder in the way."""
+
+
+def export_onnx(run_dir, out, overwrite=False, opset=OPSET):
+    """Exports a run directory's model to ONNX: two graphs and a manifest.
+
+    The folder is written under a temporary name next to `out` and renamed
+    at the end, so `out` is never half-written.
+
+    Args:
+        run_dir: a run directory written by `zoo train`.
+        out: the folder to write (see the module docstring for its files).
+        overwrite: replace `out` when it exists and is not empty.
+        opset: the ONNX opset of the graphs.
+
+    Returns:
+        The `Path` of `out`.
+
+    Raises:
+        RunDirectoryError: `run_dir` is missing or incomplete.
+        OnnxExportError: `out` exists and is not empty (without
+            `overwrite`), or the model's dtype policy cannot be exported.
+    """
+    run_dir = runs.check_run_directory(run_dir)
+    out = Path(out)
+    _check_output(out, overwrite)
+    config = runs.read_json(run_dir / runs.CONFIG)
+    model = zoo.load(run_dir).model
+    check_exportable_policy(model)
+    task = registry.task_of(config["recipe"])
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = _new_sibling(out, "tmp")
+    try:
+        graphs = convert_model(model, task, staging, opset=opset)
+        vocabularies = {"target": runs.TARGET_VOCABULARY}
+        if task == "translation":
+            vocabularies["source"] = runs.SOURCE_VOCABULARY
+        for name in vocabularies.values():
+            shutil.copyfile(run_dir / name, staging / name)
+        runs.write_json(
+            staging / MANIFEST,
+            _manifest(model, task, config, graphs, vocabularies, opset),
+        )
+        _replace_folder(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out
+
+
+def check_exportable_policy(model):
+    """Refuses a model whose layers compute in a dtype onnxruntime can't load.
+
+    Measured with tf2onnx 1.17 and onnxruntime 1.32 on every recipe:
+    `mixed_bfloat16` graphs convert, but onnxruntime rejects them on loading
+    (it has no bfloat16 kernel for ReverseSequence, Conv, or Gemm mixing
+    bfloat16 and float16). `float32`, `mixed_float16` and `float16` export
+    and run (float16 logits are float16-rounded, about 1e-3 from Keras').
+    (`float64` and `bfloat16` do not build on TensorFlow's CPU kernels.)
+
+    Args:
+        model: a built recipe model.
+
+    Raises:
+        OnnxExportError: naming the policy and the fix.
+    """
+    policies = sorted(
+        {
+            layer.dtype_policy.name
+            for layer in model._flatten_layers(include_self=True)
+            if keras.backend.standardize_dtype(layer.dtype_policy.compute_dtype)
+            in UNEXPORTABLE_COMPUTE_DTYPES
+        }
+    )
+    if policies:
+        raise OnnxExportError(
+            f"cannot export a model with dtype policy {', '.join(policies)} to ONNX: "
+            "onnxruntime does not load bfloat16 graphs; rebuild it with the float32 "
+            "(or mixed_float16) policy"
+        )
+
+
+def convert_model(model, task, folder, opset=OPSET):
+    """Converts `model.encode` and `model.decode_step` into two ONNX files.
+
+    Args:
+        model: a built recipe model (the encode / decode_step contract).
+        task: "translation" (int32 token source) or "captioning" (float32
+            images of the model's `image_size`).
+        folder: where to write `encoder.onnx` and `decoder_step.onnx`.
+        opset: the ONNX opset.
+
+    Returns:
+        A dict describing the graphs for the manifest: `state` (entry names,
+        in the order of the decoder's inputs), `carried_state` (the entries
+        a step changes, output as `new_<name>`), `source_input`, and
+        `graphs`: the file, inputs and outputs of each graph.
+    """
+    folder = Path(folder)
+    source_spec, probes = _source_spec(model, task)
+    states = [model.encode(probe) for probe in probes]
+    names = list(states[0])
+    carried = _carried_state(model, states[0], probes[0])
+    state_specs = [_dynamic_spec(name, [state[name] for state in states]) for name in names]
+
+    def encode(source):
+        state = model.encode(source, training=False)
+        return {name: state[name] for name in names}
+
+    token_spec = tf.TensorSpec([None], tf.int32, name="previous_tokens")
+    step_spec = tf.TensorSpec([], tf.int32, name="step")
+
+    def decode_step(previous_tokens, step, *entries):
+        logits, state, attention = model.decode_step(
+            previous_tokens, dict(zip(names, entries)), step
+        )
+        outputs = {"logits": logits, "attention": attention}
+        outputs.update({NEW_STATE_PREFIX + name: state[name] for name in carried})
+        return outputs
+
+    _convert(encode, [source_spec], folder / ENCODER, opset)
+    _convert(decode_step, [token_spec, step_spec] + state_specs, folder / DECODER_STEP, opset)
+    return {
+        "source_input": source_spec.name,
+        "state": names,
+        "carried_state": carried,
+        "graphs": {
+            "encoder": {"file": ENCODER, "inputs": [source_spec.name], "outputs": names},
+            "decoder_step": {
+                "file": DECODER_STEP,
+                "inputs": ["previous_tokens", "step"] + names,
+                "outputs": ["logits", "attention"] + [NEW_STATE_PREFIX + n for n in carried],
+            },
+        },
+    }
+
+
+def _convert(function, signature, path, opset):
+    traced = tf.function(function, input_signature=signature)
+    tf2onnx.convert.from_function(
+        traced, input_signature=signature, opset=opset, output_path=str(path)
+    )
+
+
+def _source_spec(model, task):
+    """The encoder's input spec and two probe batches of different shapes
+    (batch 1 and 2; source length 3 and 5), whose states tell which axes of
+    each state entry follow the batch and the source length."""
+    if task == "captioning":
+        size = model.image_size
+        spec = tf.TensorSpec([None, size, size, 3], tf.float32, name="image")
+        probes = [np.zeros((batch, size, size, 3), "float32") for batch in (1, 2)]
+        return spec, probes
+    spec = tf.TensorSpec([None, None], tf.int32, name="source")
+    probes = [np.full((batch, length), model.eos_id, "int32") for batch, length in ((1, 3), (2, 5))]
+    return spec, probes
+
+
+def _dynamic_spec(name, probes):
+    """A TensorSpec with `None` on every axis whose size differed between
+    the probe states (batch, source length), the probe's size elsewhere."""
+    shapes = [tuple(probe.shape) for probe in probes]
+    dims = [first if all(s[axis] == first for s in shapes) else None
+            for axis, first in enumerate(shapes[0])]
+    return tf.TensorSpec(dims, probes[0].dtype, name=name)
+
+
+def _carried_state(model, state, probe):
+    """The state entries that `decode_step` changes, in state order.
+
+    An entry it passes through unchanged (memory, projected keys, masks)
+    comes back as the same tensor object, the test `recipes.decoding`'s beam
+    search relies on too; only the others are decoder-step outputs."""
+    tokens = np.full((probe.shape[0],), model.bos_id, "int32")
+    _, new_state, _ = model.decode_step(tokens, state, 0)
+    return [name for name in state if new_state[name] is not state[name]]
+
+
+def _manifest(model, task, config, graphs, vocabularies, opset):
+    return {
+        "format": MANIFEST_FORMAT,
+        "version": MANIFEST_VERSION,
+        "opset": opset,
+        "task": task,
+        "preset": config.get("preset"),
+        "recipe": config["recipe"],
+        "vocabularies": vocabularies,
+        "pad_id": model.pad_id,
+        "bos_id": model.bos_id,
+        "eos_id": model.eos_id,
+        "max_target_length": model.max_target_length,
+        "max_source_length": getattr(model, "max_source_length", None),
+        # Sources are cut to it (translation), or captions to it (captioning),
+        # as the Python API does.
+        "training_max_length": config.get("training", {}).get("max_length"),
+        "image_size": getattr(model, "image_size", None),
+        "grid_shape": list(model.grid_shape) if hasattr(model, "grid_shape") else None,
+        "config": config,
+        **graphs,
+    }
+
+
+def _check_output(out, overwrite):
+    if out.is_file() or (out.exists() and not out.is_dir()):
+        raise OnnxExportError(f"cannot export to {str(out)!r}: it exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise OnnxExportError(
+            f"output folder {str(out)!r} already exists and is not empty; "
+            "pass overwrite=True (`--overwrite`) or choose another folder"
+        )
+
+
+def _new_sibling(out, kind):
+    """A new hidden folder next to `out` (same file system, so renames are
+    atomic). Made with `mkdir`, not `tempfile.mkdtemp`, so that the export
+    gets the umask's permissions rather than mkdtemp's owner-only ones."""
+    folder = out.parent / f".{out.name}.{kind}-{uuid.uuid4().hex}"
+    folder.mkdir()
+    return folder
+
+
+def _replace_folder(staging, out):
+    """Renames `staging` to `out`; an existing `out` is first moved aside,
+    so that `out` is at every moment either the old folder or the new one."""
+    if not out.exists():
+        os.replace(staging, out)
+        return
+    retired = _new_sibling(out, "old")
+    os.replace(out, retired / out.name)
+    os.replace(staging, out)
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+# tf2onnx has no handler for XlaDynamicUpdateSlice, the op behind
+# `keras.ops.slice_update` on TensorFlow (the Transformer's key/value cache
+# write, the search buffers' step writes). It is ScatterND with one index
+# per element of the update: the start, clamped as XLA clamps it so that the
+# update fits, plus each element's position in the update.
+@tf_op("XlaDynamicUpdateSlice")
+class _DynamicUpdateSlice:
+    @classmethod
+    def version_13(cls, ctx, node, **kwargs):
+        operand, update, start = node.input
+        rank = ctx.get_rank(operand)
+        tf2onnx_utils.make_sure(rank is not None, "XlaDynamicUpdateSlice needs a known rank")
+
+        def const(value):
+            name = tf2onnx_utils.make_name("dynamic_update_slice")
+            return ctx.make_const(name, np.array(value, np.int64)).output[0]
+
+        def op(op_type, *inputs, **attr):
+            return ctx.make_node(op_type, list(inputs), attr=attr).output[0]
+
+        operand_shape = op("Shape", operand)
+        update_shape = op("Shape", update)
+        start = op("Cast", start, to=TensorProto.INT64)
+        room = op("Sub", operand_shape, update_shape)
+        start = op("Max", op("Min", start, room), const([0] * rank))
+        builder = GraphBuilder(ctx)
+        coordinates = []
+        for axis in range(rank):
+            begin = op("Gather", start, const(axis))
+            end = op("Add", begin, op("Gather", update_shape, const(axis)))
+            positions = op("Range", begin, end, const(1))
+            shape = [1] * rank
+            shape[axis] = -1
+            positions = op("Expand", op("Reshape", positions, const(shape)), update_shape)
+            coordinates.append(builder.make_unsqueeze({"data": positions, "axes": [-1]}))
+        indices = op("Concat", *coordinates, axis=-1)
+        shapes, dtypes = node.output_shapes, node.output_dtypes
+        ctx.remove_node(node.name)
+        ctx.make_node(
+            "ScatterND",
+            [operand, indices, update],
+            outputs=node.output,
+            name=node.name,
+            shapes=shapes,
+            dtypes=dtypes,
+        )
