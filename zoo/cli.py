@@ -15,7 +15,6 @@ option) prints one line to stderr and exits with status 2; no traceback.
 
 import argparse
 import contextlib
-import importlib.util
 import logging
 import os
 import sys
@@ -123,7 +122,9 @@ def build_parser():
         description="Export a trained run for serving. saved_model: signatures "
         "`translate` (strings -> strings) or `caption` (image file bytes -> strings), "
         "and `logits` (teacher-forced); they need TensorFlow and tensorflow-text, "
-        "not this package (see zoo/export.py). onnx: see zoo/onnx_export.py.",
+        "not this package (see zoo/export.py). onnx: encoder.onnx and decoder_step.onnx "
+        "with dynamic batch and length axes, which `zoo.onnx_runner` decodes with "
+        "onnxruntime (see zoo/onnx_export.py).",
     )
     export.add_argument("run_dir", help="a run directory written by `zoo train`")
     export.add_argument(
@@ -138,7 +139,7 @@ def build_parser():
     export.add_argument(
         "--overwrite",
         action="store_true",
-        help="saved_model: replace an existing, non-empty output (refused otherwise)",
+        help="replace an existing, non-empty output (refused otherwise)",
     )
     export.add_argument(
         "--beam",
@@ -309,11 +310,9 @@ def command_export(args):
     check_run_directory(args.run_dir)  # before TensorFlow loads: a quick, quiet error
     out = args.out or os.path.join(args.run_dir, "export", args.format)
     if args.format == "onnx":
-        if importlib.util.find_spec("zoo.onnx_export") is None:
-            raise UserError("this installation has no ONNX export (zoo.onnx_export)")
         from zoo import onnx_export
 
-        path = onnx_export.export_onnx(args.run_dir, out)
+        path = onnx_export.export_onnx(args.run_dir, out, overwrite=args.overwrite)
     else:
         from zoo import export
 
