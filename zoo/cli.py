@@ -1,7 +1,7 @@
 """The `zoo` command line.
 
     zoo list
-    zoo train PRESET [--data SPEC] [--epochs N] [--out DIR]
+    zoo train PRESET [--data SPEC] [--epochs N] [--out DIR] [--strategy S] [--mixed-precision P]
     zoo evaluate DIR [--data SPEC] [--beam K]
     zoo translate DIR "a sentence" [--beam K] [--plot out.png]
     zoo caption DIR image.png [--beam K] [--plot out.png]
@@ -24,6 +24,10 @@ from zoo.runs import check_run_directory
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 USER_ERROR = 2
+# zoo.distributed.STRATEGIES and PRECISIONS, repeated so that parsing stays
+# free of Keras (test_distributed.py holds the copies equal).
+STRATEGIES = ("auto", "one-device", "mirrored", "multi-worker", "data-parallel")
+PRECISIONS = ("bfloat16", "float16")
 
 
 class UserError(ZooUserError):
@@ -73,6 +77,16 @@ def build_parser():
     )
     train.add_argument("--out", help="run directory (default runs/PRESET)")
     train.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
+    train.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        help="devices to train on (default one-device): 'auto' (several GPUs if there are), "
+        "'mirrored' (tensorflow, local GPUs), 'multi-worker' (tensorflow, cluster from "
+        "TF_CONFIG), 'data-parallel' (jax); --batch-size is the global batch",
+    )
+    train.add_argument(
+        "--mixed-precision", choices=PRECISIONS, help="compute in bfloat16 or float16 (float32 weights)"
+    )
 
     evaluate = commands.add_parser("evaluate", help="BLEU (and caption metrics) of a trained run")
     evaluate.add_argument("run_dir", help="a run directory written by `zoo train`")
@@ -138,6 +152,8 @@ def command_train(args):
         batch_size=args.batch_size,
         train_size=args.train_size,
         overwrite=args.overwrite,
+        strategy=args.strategy,
+        mixed_precision=args.mixed_precision,
     )
     print(f"run directory: {out}")
     print((out / "metrics.json").read_text().strip())

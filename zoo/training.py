@@ -8,6 +8,7 @@ import keras
 import numpy as np
 
 from zoo import data
+from zoo import distributed
 from zoo import registry
 from zoo import runs
 from zoo.errors import ZooUserError
@@ -213,6 +214,8 @@ def train(
     overwrite=False,
     verbose="auto",
     evaluate_test=True,
+    strategy=None,
+    mixed_precision=None,
 ):
     """Trains preset `preset` and writes its run directory `out`.
 
@@ -229,10 +232,18 @@ def train(
         verbose: Keras `fit` verbosity ("auto": a progress bar).
         evaluate_test: when the data has a test split, decode it greedily
             and record its scores in metrics.json.
+        strategy: None or a name of `zoo.distributed.STRATEGIES` ("auto",
+            "one-device", "mirrored", "multi-worker", "data-parallel"), or
+            a strategy object; `batch_size` is the global batch, split
+            across the replicas. Under "multi-worker" only the chief writes
+            `out`.
+        mixed_precision: None (float32), "bfloat16" or "float16".
 
     Returns:
         The run directory, a `Path`.
     """
+    strategy = distributed.make_strategy(strategy)
+    distributed.check_precision(mixed_precision)
     settings = registry.get_preset(preset)
     training = dict(settings["training"])
     for key, value in (
@@ -250,7 +261,7 @@ def train(
     else:
         splits = load_pairs(training)
         prepare_data = _translation_data
-    out = _prepare_run_directory(out, overwrite)
+    out = _prepare_run_directory(distributed.worker_run_directory(out, strategy), overwrite)
     task_data = prepare_data(training, splits, out)
     train_data = task_data.train_data
 
@@ -263,27 +274,30 @@ def train(
         "training": training,
         "backend": keras.backend.backend(),
         "keras_version": keras.__version__,
+        **distributed.describe(strategy, mixed_precision),
     }
     runs.write_json(out / runs.CONFIG, config)
-    model = registry.recipe_class(settings["recipe"])(**model_config)
-    model.compile(
-        optimizer=keras.optimizers.Adam(
-            learning_rate_schedule(training, int(train_data.cardinality())),
-            clipnorm=training.get("clipnorm"),
-        ),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
-        jit_compile=(
-            default_jit_compile()
-            if training.get("jit_compile") is None
-            else training["jit_compile"]
-        ),
-    )
+    with distributed.precision_policy(mixed_precision), distributed.strategy_scope(strategy):
+        model = registry.recipe_class(settings["recipe"])(**model_config)
+        model.compile(
+            optimizer=keras.optimizers.Adam(
+                learning_rate_schedule(training, int(train_data.cardinality())),
+                clipnorm=training.get("clipnorm"),
+            ),
+            loss=distributed.TokenCrossentropy(),
+            jit_compile=(
+                default_jit_compile()
+                if training.get("jit_compile") is None
+                else training["jit_compile"]
+            ),
+        )
     started = time.monotonic()
-    history = model.fit(
+    history = distributed.fit(
+        model,
         train_data,
+        strategy=strategy,
         validation_data=task_data.valid_data,
         epochs=training["epochs"],
-        shuffle=False,  # the tf.data pipeline shuffles, with the run's seed
         verbose=verbose,
         callbacks=[
             _EpochCheckpoint(out / runs.CHECKPOINTS),
@@ -299,6 +313,7 @@ def train(
             training["epochs"] * _count_target_tokens(train_data) / seconds, 1
         ),
         **task_data.examples,
+        **distributed.describe(strategy, mixed_precision),
         **{key: float(values[-1]) for key, values in history.history.items()},
     }
     if task == "captioning":
