@@ -1,7 +1,8 @@
 """The `zoo` command line.
 
     zoo list
-    zoo train PRESET [--data SPEC] [--epochs N] [--out DIR]  (resumes an unfinished DIR)
+    zoo train PRESET [--data SPEC] [--epochs N] [--out DIR] [--strategy S] [--mixed-precision P]
+              (resumes DIR when it holds an unfinished run)
     zoo evaluate DIR [--data SPEC] [--beam K]
     zoo translate DIR "a sentence" [--beam K] [--plot out.png]
     zoo caption DIR image.png [--beam K] [--plot out.png]
@@ -27,6 +28,10 @@ from zoo.runs import check_run_directory
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 USER_ERROR = 2
+# zoo.distributed.STRATEGIES and PRECISIONS, repeated so that parsing stays
+# free of Keras (test_distributed.py holds the copies equal).
+STRATEGIES = ("auto", "one-device", "mirrored", "multi-worker", "data-parallel")
+PRECISIONS = ("bfloat16", "float16")
 
 
 class UserError(ZooUserError):
@@ -87,6 +92,16 @@ def build_parser():
         type=positive_int,
         metavar="N",
         help="also checkpoint every N batches inside an epoch (default: after each epoch only)",
+    )
+    train.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        help="devices to train on (default one-device): 'auto' (several GPUs if there are), "
+        "'mirrored' (tensorflow, local GPUs), 'multi-worker' (tensorflow, cluster from "
+        "TF_CONFIG), 'data-parallel' (jax); --batch-size is the global batch",
+    )
+    train.add_argument(
+        "--mixed-precision", choices=PRECISIONS, help="compute in bfloat16 or float16 (float32 weights)"
     )
 
     evaluate = commands.add_parser("evaluate", help="BLEU (and caption metrics) of a trained run")
@@ -198,6 +213,8 @@ def command_train(args):
         train_size=args.train_size,
         overwrite=args.overwrite,
         checkpoint_every_steps=args.checkpoint_every_steps,
+        strategy=args.strategy,
+        mixed_precision=args.mixed_precision,
     )
     print(f"run directory: {out}")
     print((out / "metrics.json").read_text().strip())

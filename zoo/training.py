@@ -11,6 +11,7 @@ import numpy as np
 
 from zoo import checkpoints
 from zoo import data
+from zoo import distributed
 from zoo import registry
 from zoo import runs
 from zoo.errors import ZooUserError
@@ -248,6 +249,8 @@ def train(
     verbose="auto",
     evaluate_test=True,
     checkpoint_every_steps=None,
+    strategy=None,
+    mixed_precision=None,
 ):
     """Trains preset `preset` and writes its run directory `out`.
 
@@ -274,6 +277,12 @@ def train(
             and record its scores in metrics.json.
         checkpoint_every_steps: optional int >= 1, also checkpoint every
             this many batches inside an epoch.
+        strategy: None or a name of `zoo.distributed.STRATEGIES` ("auto",
+            "one-device", "mirrored", "multi-worker", "data-parallel"), or
+            a strategy object; `batch_size` is the global batch, split
+            across the replicas. Under "multi-worker" only the chief writes
+            `out`.
+        mixed_precision: None (float32), "bfloat16" or "float16".
 
     Returns:
         The run directory, a `Path`.
@@ -289,6 +298,8 @@ def train(
             "checkpoint_every_steps must be None or an int >= 1; "
             f"received {checkpoint_every_steps!r}"
         )
+    strategy = distributed.make_strategy(strategy)
+    distributed.check_precision(mixed_precision)
     settings = registry.get_preset(preset)
     training = dict(settings["training"])
     for key, value in (
@@ -306,7 +317,9 @@ def train(
     else:
         splits = load_pairs(training)
         prepare_data = _translation_data
-    out, resuming = _open_run_directory(out, overwrite, preset, training)
+    out, resuming = _open_run_directory(
+        distributed.worker_run_directory(out, strategy), overwrite, preset, training
+    )
     task_data = prepare_data(training, splits, out)
     batches_per_epoch = int(task_data.train_data(None).cardinality())
 
@@ -319,28 +332,33 @@ def train(
         "training": training,
         "backend": keras.backend.backend(),
         "keras_version": keras.__version__,
+        **distributed.describe(strategy, mixed_precision),
     }
     if not resuming:
         runs.write_json(out / runs.CONFIG, config)
-    model = registry.recipe_class(settings["recipe"])(**model_config)
-    model.compile(
-        optimizer=keras.optimizers.Adam(
-            learning_rate_schedule(training, batches_per_epoch),
-            clipnorm=training.get("clipnorm"),
-        ),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
-        jit_compile=(
-            default_jit_compile()
-            if training.get("jit_compile") is None
-            else training["jit_compile"]
-        ),
+    with distributed.precision_policy(mixed_precision), distributed.strategy_scope(strategy):
+        model = registry.recipe_class(settings["recipe"])(**model_config)
+        model.compile(
+            optimizer=keras.optimizers.Adam(
+                learning_rate_schedule(training, batches_per_epoch),
+                clipnorm=training.get("clipnorm"),
+            ),
+            loss=distributed.TokenCrossentropy(),
+            jit_compile=(
+                default_jit_compile()
+                if training.get("jit_compile") is None
+                else training["jit_compile"]
+            ),
+        )
+        checkpoint = _resume(model, out, training["epochs"]) if resuming else None
+    epochs_done, steps_done = (
+        (checkpoint.epochs_done, checkpoint.steps_done) if checkpoint else (0, 0)
     )
-    checkpoint = _resume(model, out, training["epochs"]) if resuming else None
-    epochs_done, steps_done = (checkpoint.epochs_done, checkpoint.steps_done) if checkpoint else (0, 0)
 
     started = time.monotonic()
     history = _fit_remaining(
         model,
+        strategy,
         task_data,
         out,
         training["epochs"],
@@ -361,6 +379,7 @@ def train(
             epochs_run * _count_target_tokens(one_epoch) / seconds, 1
         ),
         **task_data.examples,
+        **distributed.describe(strategy, mixed_precision),
         **history,
     }
     if checkpoint:
@@ -403,7 +422,7 @@ def _keep_history_rows(path, epochs_done):
 
 
 def _fit_remaining(
-    model, task_data, out, epochs, batches_per_epoch, epochs_done, steps_done,
+    model, strategy, task_data, out, epochs, batches_per_epoch, epochs_done, steps_done,
     verbose, checkpoint_every_steps,
 ):
     """Fits the epochs (and the rest of an epoch) not done yet.
@@ -423,13 +442,14 @@ def _fit_remaining(
     for first_epoch, first_step in parts:
         last_epoch = first_epoch + 1 if first_step else epochs
         train_data = task_data.train_data(range(first_epoch, last_epoch)).skip(first_step)
-        history = model.fit(
+        history = distributed.fit(
+            model,
             train_data,
+            strategy=strategy,
             validation_data=task_data.valid_data,
             initial_epoch=first_epoch,
             epochs=last_epoch,
             steps_per_epoch=batches_per_epoch - first_step,
-            shuffle=False,  # the tf.data pipeline shuffles, with the run's seed
             verbose=verbose,
             callbacks=[
                 checkpoints.CheckpointCallback(
