@@ -37,29 +37,38 @@ class AddCoordinates(keras.layers.Layer):
         return tuple(input_shape[:-1]) + (input_shape[-1] + 2,)
 
 
-def small_cnn(filters, feature_dim, grid_layers=1, name="image_encoder"):
+def small_cnn(filters, feature_dim, grid_layers=1, separable_grid=False, name="image_encoder"):
     """A CNN trained from scratch: stride-2 3x3 convolutions, then
     `grid_layers` 3x3 ones at the grid's resolution, over the image and its
     pixel coordinates (`AddCoordinates`).
 
-    With 3 stride-2 layers a 64x64 image gives an 8x8 grid of
-    `feature_dim`-dimensional annotation vectors (L = 64). Each vector sees a
-    window of `2 ** (n + 1) - 1 + 16 * grid_layers` pixels for n stride-2
-    layers: 31 with one grid layer, 47 with two.
+    With n stride-2 layers a 64x64 image gives a grid of 64 / 2^n squared
+    `feature_dim`-dimensional annotation vectors (3 layers: 8x8, L = 64).
+    Each vector sees a window of `2 ** (n + 1) - 1 + 2 ** (n + 1) *
+    grid_layers` pixels: with 3 stride-2 layers, 31 for one grid layer and
+    47 for two; with 2, 31 for three grid layers. `separable_grid` makes the
+    grid layers depthwise-separable, which keeps the window for about a
+    ninth of the multiplications (they dominate on a 16x16 grid).
     """
     layers = [AddCoordinates(name="coordinates")]
     for i, width in enumerate(filters):
         layers += _conv_block(width, 2, f"conv_{i}")
     for i in range(grid_layers):
-        layers += _conv_block(feature_dim, 1, "annotations" if i == grid_layers - 1 else f"grid_{i}")
+        layers += _conv_block(
+            feature_dim,
+            1,
+            "annotations" if i == grid_layers - 1 else f"grid_{i}",
+            separable=separable_grid,
+        )
     return keras.Sequential(layers, name=name)
 
 
-def _conv_block(filters, strides, name):
+def _conv_block(filters, strides, name, separable=False):
     # Batch normalisation: trained from scratch, the CNN learns colours and
     # shapes in far fewer steps with it.
+    convolution = keras.layers.SeparableConv2D if separable else keras.layers.Conv2D
     return [
-        keras.layers.Conv2D(
+        convolution(
             filters, 3, strides=strides, padding="same", use_bias=False, name=name
         ),
         keras.layers.BatchNormalization(name=f"{name}_norm"),
@@ -143,7 +152,9 @@ class ShowAttendTell(AttentionDecoderModel):
         encoder_filters: the small CNN's stride-2 layer widths.
         feature_dim: D, the small CNN's annotation size.
         grid_layers: the small CNN's 3x3 layers at the grid resolution
-            (each widens what an annotation vector sees by 16 pixels).
+            (each widens what an annotation vector sees by the grid's cell
+            size times 2, see `small_cnn`).
+        separable_grid: bool, make those layers depthwise-separable.
         encoder_weights: None, or a local weights file for an application.
         encoder_layer: optional name of the application layer to take the
             grid from.
@@ -168,6 +179,7 @@ class ShowAttendTell(AttentionDecoderModel):
         encoder_filters=(32, 64, 128),
         feature_dim=128,
         grid_layers=1,
+        separable_grid=False,
         encoder_weights=None,
         encoder_layer=None,
         embedding_dim=64,
@@ -190,6 +202,7 @@ class ShowAttendTell(AttentionDecoderModel):
         self.encoder_filters = [int(f) for f in encoder_filters]
         self.feature_dim = feature_dim
         self.grid_layers = grid_layers
+        self.separable_grid = bool(separable_grid)
         self.encoder_weights = encoder_weights
         self.encoder_layer = encoder_layer
         self.embedding_dim = embedding_dim
@@ -199,7 +212,9 @@ class ShowAttendTell(AttentionDecoderModel):
         self.doubly_stochastic_lambda = float(doubly_stochastic_lambda)
 
         if encoder == SMALL_CNN:
-            self.image_encoder = small_cnn(self.encoder_filters, feature_dim, grid_layers)
+            self.image_encoder = small_cnn(
+                self.encoder_filters, feature_dim, grid_layers, self.separable_grid
+            )
             self._preprocess = None
         else:
             self.image_encoder, self._preprocess = application_backbone(
@@ -316,6 +331,7 @@ class ShowAttendTell(AttentionDecoderModel):
                 "encoder_filters": list(self.encoder_filters),
                 "feature_dim": self.feature_dim,
                 "grid_layers": self.grid_layers,
+                "separable_grid": self.separable_grid,
                 "encoder_weights": self.encoder_weights,
                 "encoder_layer": self.encoder_layer,
                 "embedding_dim": self.embedding_dim,

@@ -1,7 +1,7 @@
 """The test command: the whole suite on every Keras backend.
 
-Runs pytest once per backend in a separate process (a Keras process has one
-backend for its whole life): the backend-agnostic tests on tensorflow, jax
+Runs pytest once per backend, in three processes side by side (a Keras
+process has one backend for its whole life): the backend-agnostic tests on tensorflow, jax
 and torch, and the TensorFlow-only tests (marker `tensorflow_only`) in the
 tensorflow run alone. Extra arguments are passed to every pytest run, e.g.
 `python tests/run_all.py -k additive`. Exits non-zero if any run fails.
@@ -20,17 +20,15 @@ BACKENDS = ("tensorflow", "jax", "torch")
 NO_TESTS_COLLECTED = 5
 
 
-def run_backend(backend, extra_args, report):
+def start_backend(backend, extra_args, report, log):
+    """Starts pytest for one backend; its output goes to the file `log`."""
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2")
     command = [
         sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
         f"--junitxml={report}", *extra_args,
     ]
-    print(f"\n===== KERAS_BACKEND={backend}: {' '.join(command[1:])}", flush=True)
-    started = time.monotonic()
-    code = subprocess.call(command, env=env)
-    print(f"===== KERAS_BACKEND={backend}: exit {code} in {time.monotonic() - started:.0f} s", flush=True)
-    return code
+    print(f"===== KERAS_BACKEND={backend}: started {' '.join(command[1:])}", flush=True)
+    return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def count_results(report):
@@ -45,12 +43,34 @@ def count_results(report):
 
 
 def main(argv):
+    # The three runs go side by side: most tests are small, single-threaded
+    # steps, so on CI's 2 cores the three together take little more than the
+    # longest one alone. Each run's output is printed whole when it ends.
     with tempfile.TemporaryDirectory() as reports:
-        results, counts = {}, []
+        started = time.monotonic()
+        runs, results = {}, {}
         for backend in BACKENDS:
+            log = open(os.path.join(reports, f"{backend}.log"), "w+")
             report = os.path.join(reports, f"{backend}.xml")
-            results[backend] = run_backend(backend, argv, report)
-            counts.append(count_results(report))
+            runs[backend] = (start_backend(backend, argv, report, log), log, report)
+        pending = dict(runs)
+        while pending:
+            for backend, (process, log, _) in list(pending.items()):
+                if process.poll() is None:
+                    continue
+                del pending[backend]
+                results[backend] = process.returncode
+                log.seek(0)
+                print(f"\n===== KERAS_BACKEND={backend}: output", flush=True)
+                sys.stdout.write(log.read())
+                log.close()
+                print(
+                    f"===== KERAS_BACKEND={backend}: exit {process.returncode} "
+                    f"after {time.monotonic() - started:.0f} s",
+                    flush=True,
+                )
+            time.sleep(1)
+        counts = [count_results(runs[backend][2]) for backend in BACKENDS]
     failed = [b for b, code in results.items() if code not in (0, NO_TESTS_COLLECTED)]
     if all(code == NO_TESTS_COLLECTED for code in results.values()):
         failed = list(BACKENDS)

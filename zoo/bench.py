@@ -818,12 +818,86 @@ def _xla_errors():
     return ()
 
 
+EXPORT_PRESET = "rnnsearch_small"
+
+
 def bench_export(runner):
-    """Per-sentence latency of Keras, SavedModel and onnxruntime."""
-    runner.skip(
-        "export",
-        "the SavedModel/ONNX export (zoo.export) has not landed yet; nothing to time",
-    )
+    """Per-sentence greedy latency: the SavedModel `translate` signature and
+    the onnxruntime runner, each against the Keras Python API.
+
+    One untrained run of `EXPORT_PRESET` (vocabularies from the synthetic
+    corpus): untrained, every sentence decodes to its step limit on all
+    three sides, which keeps the comparison equal (the worst case of a
+    trained model). The three sides' translations are compared first.
+    """
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        runner.skip("export", "SavedModel and ONNX are exported with TensorFlow; use --backend tensorflow")
+        return
+    import tempfile
+    from pathlib import Path
+
+    import tensorflow as tf
+
+    import zoo
+    from zoo import data
+    from zoo import export
+    from zoo import onnx_export
+    from zoo import onnx_runner
+    from zoo import registry
+    from zoo import training
+
+    size = runner.size
+    pairs = data.synthetic_splits(500, 0, 64, seed=0)
+    sentences = [source for source, _ in pairs["test"]]
+    recipe = registry.get_preset(EXPORT_PRESET)["recipe"]
+    with tempfile.TemporaryDirectory() as folder:
+        folder = Path(folder)
+        run_dir = training.write_untrained_run(
+            folder / "run",
+            EXPORT_PRESET,
+            data.TextTokenizer.train([t for _, t in pairs["train"]], size.vocabulary_size),
+            data.TextTokenizer.train([s for s, _ in pairs["train"]], size.vocabulary_size),
+            model_overrides=size.model_overrides.get(recipe, {}),
+        )
+        python_side = zoo.load(run_dir)
+        served = tf.saved_model.load(str(export.export_saved_model(run_dir, folder / "saved_model")))
+        onnx_side = onnx_runner.load(onnx_export.export_onnx(run_dir, folder / "onnx"))
+        for batch in size.search_batches:
+            # Batch 1: eight sentences, one call each.
+            groups = [[s] for s in sentences[:8]] if batch == 1 else [sentences[:batch]]
+            count = sum(len(group) for group in groups)
+
+            def keras_api(groups=groups):
+                return [t.text for g in groups for t in python_side.translate(g, batch_size=len(g))]
+
+            def saved_model(groups=groups):
+                return [
+                    text.decode()
+                    for g in groups
+                    for text in served.signatures["translate"](text=tf.constant(g))[
+                        "translation"
+                    ].numpy()
+                ]
+
+            def onnxruntime(groups=groups):
+                return [t.text for g in groups for t in onnx_side.translate(g, batch_size=len(g))]
+
+            expected = keras_api()
+            for name, side in (("SavedModel translate", saved_model), ("onnxruntime runner", onnxruntime)):
+                same = side() == expected
+                runner.pair(
+                    "export",
+                    f"{name} vs Keras Translator.translate, batch {batch}",
+                    f"{EXPORT_PRESET}, untrained",
+                    "graph",
+                    side,
+                    keras_api,
+                    note=f"per sentence, greedy; same translations: {'yes' if same else 'NO'}",
+                    scale=1 / count,
+                    details={"same_translations": same},
+                )
 
 
 BENCHMARKS = {

@@ -35,7 +35,7 @@ from zoo.captioner import Captioner
 from zoo.errors import ZooUserError
 from zoo.recipes import decoding
 from zoo.translator import Translator
-from zoo.translator import compile_inference
+from zoo.translator import compiled_search
 
 
 class OnnxFolderError(ZooUserError):
@@ -225,18 +225,7 @@ def onnx_search(model, beam, length_penalty, coverage_penalty=0.0, max_length=No
         return lambda source: greedy_search(model, source, max_length=max_length)
     if keras.backend.backend() == "tensorflow":
         model = _GraphStepModel(model)
-
-    def search(source):
-        return decoding.beam_search(
-            model,
-            source,
-            beam_width=beam,
-            length_penalty=length_penalty,
-            coverage_penalty=coverage_penalty,
-            max_length=max_length,
-        )
-
-    return compile_inference(search)
+    return compiled_search(model, beam, length_penalty, coverage_penalty, max_length)
 
 
 # onnxruntime's type names -> NumPy dtypes, for the graphs' inputs and outputs.

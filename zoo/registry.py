@@ -191,20 +191,31 @@ PRESETS = {
     },
     "show_attend_tell_small": {
         "recipe": "show_attend_tell",
-        "description": "Xu et al. 2015 soft attention, small CNN (8x8 grid), LSTM 256; "
+        "description": "Xu et al. 2015 soft attention, small CNN (16x16 grid), LSTM 256; "
         "synthetic shapes",
         "model": {
             "image_size": 64,
             "encoder": "small_cnn",
-            "encoder_filters": [32, 64, 128],
+            # A 16x16 grid of 4-pixel cells, each annotation seeing 31 pixels
+            # (three grid layers). Measured on 3000 images x 5 epochs, the
+            # attention peak fell inside the named object's box for 78% of
+            # object words, against 58-61% on an 8x8 grid with the same
+            # window: on the coarse grid the peak often sat in the cell just
+            # outside a large object. Full 3x3 grid layers reached 73% but
+            # took 1600 s; depthwise-separable ones train at the 8x8 grid's
+            # speed (595 s).
+            "encoder_filters": [32, 64],
+            "grid_layers": 3,
+            "separable_grid": True,
             "feature_dim": 128,
             "embedding_dim": 64,
             "hidden_dim": 256,
             "attention_units": 128,
             "dropout": 0.1,
             # The paper's lambda = 1 pulls every location's total attention
-            # towards 1, i.e. spreads it: with 64 locations and ~12 words the
-            # optimum is near-uniform. Measured (1500 images, 3 epochs), the
+            # towards 1, i.e. spreads it: with 64 or 256 locations and ~12
+            # words the optimum is near-uniform. Measured (8x8 grid, 1500
+            # images, 3 epochs), the
             # attention peak fell inside the named object's box for 47% of
             # object words with lambda = 0 against 36% with lambda = 1 (and
             # 49% against 42% for lambda = 0.1 with a wider CNN).

@@ -128,6 +128,55 @@ def _open_run_directory(out, overwrite, preset, training):
     return out, False
 
 
+def write_untrained_run(
+    out, preset, target_tokenizer, source_tokenizer=None, model_overrides=None, training_overrides=None
+):
+    """A complete run directory of `preset` holding the model's initial weights.
+
+    For what needs a run directory but not a trained model: export checks
+    (the exported graphs and the Python API must agree on any weights) and
+    latency benchmarks. Untrained, a model decodes every input to its step
+    limit.
+
+    Args:
+        out: the run directory to write (created; must not exist yet).
+        preset: a preset name.
+        target_tokenizer: the target (or caption) `TextTokenizer`.
+        source_tokenizer: the source `TextTokenizer` (translation only).
+        model_overrides: optional dict of model config entries (e.g. tiny sizes).
+        training_overrides: optional dict of training settings (e.g.
+            `max_length`, which bounds the inputs the Python API reads).
+
+    Returns:
+        The run directory, a `Path`.
+    """
+    from zoo.translator import build_model
+
+    settings = registry.get_preset(preset)
+    task = registry.task_of(settings["recipe"])
+    out = Path(out)
+    out.mkdir(parents=True)
+    model = {
+        **settings["model"],
+        **(model_overrides or {}),
+        "target_vocabulary_size": target_tokenizer.vocabulary_size,
+    }
+    target_tokenizer.save(out / runs.TARGET_VOCABULARY)
+    if task == "translation":
+        source_tokenizer.save(out / runs.SOURCE_VOCABULARY)
+        model["source_vocabulary_size"] = source_tokenizer.vocabulary_size
+    config = {
+        "preset": preset,
+        "recipe": settings["recipe"],
+        "task": task,
+        "model": model,
+        "training": {**settings["training"], **(training_overrides or {})},
+    }
+    runs.write_json(out / runs.CONFIG, config)
+    runs.save_weights(build_model(config), out / runs.WEIGHTS)
+    return out
+
+
 def _count_target_tokens(dataset):
     return int(sum(np.count_nonzero(targets) for _, targets in dataset.as_numpy_iterator()))
 

@@ -10,38 +10,12 @@ from layer_checks import gradient_magnitudes
 from layer_checks import to_numpy
 
 import zoo.registry
+from tiny_configs import TINY
 from zoo.recipes.decoding import greedy_search
 from zoo.recipes.seq2seq import default_jit_compile
 from zoo.recipes.seq2seq import reverse_valid_tokens
 
 VOCABULARY = 13
-# The smallest sizes of each recipe; the preset's other settings (attention
-# type, score, cell, input feeding, ...) are kept.
-TINY = {
-    "rnnencdec": {"embedding_dim": 6, "hidden_dim": 8, "readout_dim": 6},
-    "rnnsearch": {"embedding_dim": 6, "hidden_dim": 8, "attention_units": 5, "maxout_units": 4},
-    "luong": {"embedding_dim": 6, "hidden_dim": 8, "num_layers": 2, "window": 2},
-    "transformer": {
-        "d_model": 8,
-        "num_heads": 2,
-        "num_encoder_layers": 1,
-        "num_decoder_layers": 1,
-        "feed_forward_dim": 12,
-        "max_target_length": 16,
-        "max_source_length": 16,
-    },
-    "show_attend_tell": {
-        "image_size": 16,
-        "encoder": "small_cnn",
-        "encoder_filters": [4, 4],
-        "feature_dim": 6,
-        "encoder_weights": None,
-        "encoder_layer": None,
-        "embedding_dim": 6,
-        "hidden_dim": 8,
-        "attention_units": 5,
-    },
-}
 # Weights whose gradient is zero by construction: a bias added to every
 # attention score of a row (softmax is shift-invariant).
 ZERO_GRADIENT_BY_DESIGN = ("key/bias",)

@@ -75,6 +75,23 @@ def test_the_grid_follows_the_encoder():
     assert tuple(state["features"].shape) == (1, 16, 6)
 
 
+def test_separable_grid_layers_train_and_survive_the_config():
+    model = tiny(grid_layers=2, separable_grid=True)
+    separable = [
+        layer.name
+        for layer in model.image_encoder.layers
+        if isinstance(layer, keras.layers.SeparableConv2D)
+    ]
+    assert separable == ["grid_0", "annotations"]
+    assert ShowAttendTell.from_config(model.get_config()).separable_grid
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, ignore_class=0))
+    before = [to_numpy(w).copy() for w in model.image_encoder.trainable_weights]
+    model.fit({"image": IMAGES, "target_in": TARGET_IN}, TARGET_OUT, verbose=0)
+    after = model.image_encoder.trainable_weights
+    assert all(not np.array_equal(b, to_numpy(a)) for b, a in zip(before, after))
+
+
 @pytest.mark.tensorflow_only
 def test_a_keras_applications_backbone_with_local_weights(tmp_path):
     model = tiny(image_size=32, encoder="MobileNetV2")

@@ -19,9 +19,9 @@ from zoo import data
 from zoo import export
 from zoo import registry
 from zoo import runs
+from zoo import training
 from zoo.data import captions as caption_data
 from zoo.data.tokenizer import TextTokenizer
-from zoo.translator import build_model
 
 pytestmark = pytest.mark.tensorflow_only
 
@@ -31,32 +31,15 @@ MAX_INPUT_LENGTH = 12
 
 
 def write_run(out, preset, sentences, targets=None, max_length=None):
-    """A complete run directory of `preset`, untrained: vocabularies learned
-    from the sentences, the model's initial weights (fitting it would only
-    slow the test; export and the Python API must agree on any weights)."""
-    settings = registry.get_preset(preset)
-    training = dict(settings["training"])
-    if max_length is not None:
-        training["max_length"] = max_length
-    out.mkdir(parents=True)
-    target_tokenizer = TextTokenizer.train(targets or sentences, 200)
-    target_tokenizer.save(out / runs.TARGET_VOCABULARY)
-    model = {**settings["model"], "target_vocabulary_size": target_tokenizer.vocabulary_size}
-    task = registry.task_of(settings["recipe"])
-    if task == "translation":
-        source_tokenizer = TextTokenizer.train(sentences, 200)
-        source_tokenizer.save(out / runs.SOURCE_VOCABULARY)
-        model["source_vocabulary_size"] = source_tokenizer.vocabulary_size
-    config = {
-        "preset": preset,
-        "recipe": settings["recipe"],
-        "task": task,
-        "model": model,
-        "training": training,
-    }
-    runs.write_json(out / runs.CONFIG, config)
-    runs.save_weights(build_model(config), out / runs.WEIGHTS)
-    return out
+    """A complete, untrained run directory of `preset`, with vocabularies
+    learned from the sentences (fitting it would only slow the test; export
+    and the Python API must agree on any weights)."""
+    source = TextTokenizer.train(sentences, 200)
+    target = TextTokenizer.train(targets or sentences, 200)
+    return training.write_untrained_run(
+        out, preset, target, source,
+        training_overrides=None if max_length is None else {"max_length": max_length},
+    )
 
 
 @pytest.fixture(scope="module")

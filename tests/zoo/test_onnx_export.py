@@ -14,37 +14,22 @@ from typing import NamedTuple
 import keras
 import numpy as np
 import pytest
+import tiny_configs
 
 from zoo import onnx_export
 from zoo import onnx_runner
 from zoo import registry
 from zoo import runs
+from zoo import training
 from zoo.data import synthetic_corpus
 
 pytestmark = pytest.mark.tensorflow_only
 
-# Tiny configs, as in tests/recipes/test_recipes.py.
+# The shared tiny configs, with room for the longer test sentences.
 TINY = {
-    "rnnsearch": {"embedding_dim": 6, "hidden_dim": 8, "attention_units": 5, "maxout_units": 4},
-    "transformer": {
-        "d_model": 8,
-        "num_heads": 2,
-        "num_encoder_layers": 1,
-        "num_decoder_layers": 1,
-        "feed_forward_dim": 12,
-        "max_target_length": 40,
-        "max_source_length": 40,
-    },
-    "show_attend_tell": {
-        "image_size": 16,
-        "encoder": "small_cnn",
-        "encoder_filters": [4, 4],
-        "feature_dim": 6,
-        "embedding_dim": 6,
-        "hidden_dim": 8,
-        "attention_units": 5,
-        "max_target_length": 12,
-    },
+    **tiny_configs.TINY,
+    "transformer": {**tiny_configs.TINY["transformer"], "max_target_length": 40, "max_source_length": 40},
+    "show_attend_tell": {**tiny_configs.TINY["show_attend_tell"], "max_target_length": 12},
 }
 # One recurrent attention recipe, the Transformer (its cache write needs the
 # export's ScatterND handler) and the captioner (an image source).
@@ -71,24 +56,16 @@ def write_run(folder, preset):
     """A complete run directory of `preset` at tiny size, random weights."""
     from zoo.data import TextTokenizer
 
-    settings = registry.get_preset(preset)
-    task = registry.task_of(settings["recipe"])
+    recipe = registry.get_preset(preset)["recipe"]
     pairs = synthetic_corpus(200, seed=1, min_length=3, max_length=12)
-    target = TextTokenizer(vocabulary([t for _, t in pairs] + ["a red circle ."]))
-    config_model = {**TINY[settings["recipe"]], "dropout": 0.0,
-                    "target_vocabulary_size": target.vocabulary_size}
-    if task == "translation":
-        source = TextTokenizer(vocabulary([s for s, _ in pairs] + SENTENCES))
-        source.save(folder / runs.SOURCE_VOCABULARY)
-        config_model["source_vocabulary_size"] = source.vocabulary_size
-    target.save(folder / runs.TARGET_VOCABULARY)
-    config = {"preset": preset, "recipe": settings["recipe"], "task": task,
-              "model": config_model, "training": {"max_length": 10}}
-    runs.write_json(folder / runs.CONFIG, config)
-    model = registry.recipe_class(settings["recipe"])(**config_model)
-    model.build()
-    runs.save_weights(model, folder / runs.WEIGHTS)
-    return folder
+    return training.write_untrained_run(
+        folder,
+        preset,
+        TextTokenizer(vocabulary([t for _, t in pairs] + ["a red circle ."])),
+        TextTokenizer(vocabulary([s for s, _ in pairs] + SENTENCES)),
+        model_overrides={**TINY[recipe], "dropout": 0.0},
+        training_overrides={"max_length": 10},
+    )
 
 
 class Exported(NamedTuple):
@@ -108,7 +85,6 @@ def exports(tmp_path_factory):
     def export(preset):
         if preset not in made:
             root = tmp_path_factory.mktemp(preset)
-            (root / "run").mkdir()
             run_dir = write_run(root / "run", preset)
             if preset == OVERWRITTEN:
                 (root / "onnx").mkdir()
