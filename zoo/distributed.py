@@ -150,6 +150,17 @@ def replica_count(strategy):
     return int(strategy.num_replicas_in_sync)
 
 
+def equal_batches_required(strategy):
+    """Whether every batch must split evenly over the replicas.
+
+    `keras.distribution.DataParallel` shards each batch over the devices
+    with JAX, which refuses a batch whose size the device count does not
+    divide (a bucket's last, smaller batch); TensorFlow's strategies split
+    uneven batches themselves.
+    """
+    return isinstance(strategy, _KERAS_DISTRIBUTIONS) and replica_count(strategy) > 1
+
+
 def describe(strategy, precision):
     """What a run records about how it was distributed: a dict for config.json."""
     if strategy is None:

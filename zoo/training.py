@@ -204,7 +204,7 @@ def _tokenizer(path, sentences, training):
     return tokenizer
 
 
-def _translation_data(training, splits, out):
+def _translation_data(training, splits, out, drop_remainder=False):
     train_pairs, valid_pairs, test_pairs = splits
     source_tokenizer = _tokenizer(
         out / runs.SOURCE_VOCABULARY, [s for s, _ in train_pairs], training
@@ -224,6 +224,7 @@ def _translation_data(training, splits, out):
             max_source_length=training["max_length"],
             max_target_length=training["max_length"],
             epochs=epochs,
+            drop_remainder=drop_remainder,
         )
 
     def evaluate(model, config):
@@ -248,7 +249,7 @@ def _translation_data(training, splits, out):
     )
 
 
-def _captioning_data(training, splits, out):
+def _captioning_data(training, splits, out, drop_remainder=False):
     from zoo import captioner
 
     train_images, valid_images, test_images = splits
@@ -267,6 +268,7 @@ def _captioning_data(training, splits, out):
             seed=training.get("seed", 0),
             max_caption_length=training["max_length"],
             epochs=epochs,
+            drop_remainder=drop_remainder,
         )
 
     def evaluate(model, config):
@@ -366,11 +368,28 @@ def train(
     else:
         splits = load_pairs(training)
         prepare_data = _translation_data
+    # Every batch the same size, split evenly over the devices, where the
+    # strategy needs it (each length bucket's last, smaller batch is then
+    # left out of its epoch; the shuffle leaves out other pairs each epoch).
+    equal_batches = distributed.equal_batches_required(strategy)
+    if equal_batches and training["batch_size"] % distributed.replica_count(strategy):
+        raise TrainingError(
+            f"batch size {training['batch_size']} does not split over the "
+            f"{distributed.replica_count(strategy)} devices of --strategy data-parallel; "
+            "choose a --batch-size they divide"
+        )
     out, resuming = _open_run_directory(
         distributed.worker_run_directory(out, strategy), overwrite, preset, training
     )
-    task_data = prepare_data(training, splits, out)
+    task_data = prepare_data(training, splits, out, drop_remainder=equal_batches)
     batches_per_epoch = int(task_data.train_data(None).cardinality())
+    if batches_per_epoch == 0:
+        if not resuming:
+            shutil.rmtree(out)
+        raise TrainingError(
+            f"no full batch of {training['batch_size']} in the training data; "
+            "choose a smaller --batch-size"
+        )
 
     model_config = {**settings["model"], **task_data.vocabularies}
     config = {

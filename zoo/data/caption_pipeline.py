@@ -258,6 +258,7 @@ def make_caption_dataset(
     seed=0,
     max_caption_length=None,
     epochs=None,
+    drop_remainder=False,
 ):
     """A `tf.data.Dataset` of images with teacher-forcing caption batches.
 
@@ -288,6 +289,7 @@ def make_caption_dataset(
             those epochs' batches back to back, each epoch in its own seeded
             order (see `zoo.data.pipeline.epoch_batches`), for
             `fit(..., steps_per_epoch=...)`. None: one epoch.
+        drop_remainder: bool, leave out each epoch's last, smaller batch.
 
     Returns:
         A `tf.data.Dataset` with a known cardinality, of `({"image": float32
@@ -348,7 +350,7 @@ def make_caption_dataset(
             num_parallel_calls=tf.data.AUTOTUNE,
         )
         pairs = pairs.padded_batch(
-            batch_size, padding_values=(0.0, PAD_ID, PAD_ID), drop_remainder=False
+            batch_size, padding_values=(0.0, PAD_ID, PAD_ID), drop_remainder=drop_remainder
         )
         return pairs.map(
             lambda image, target_in, target_out: (
@@ -358,7 +360,8 @@ def make_caption_dataset(
             num_parallel_calls=tf.data.AUTOTUNE,
         )
 
-    batches = -(-int(keep.sum()) // batch_size)
+    pairs = int(keep.sum())
+    batches = pairs // batch_size if drop_remainder else -(-pairs // batch_size)
     dataset = epoch_batches(
         (reference, token_ids), batch_epoch, batches, shuffle, seed, epochs
     )
