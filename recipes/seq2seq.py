@@ -21,16 +21,22 @@ from keras import ops
 PAD_ID, BOS_ID, EOS_ID = 0, 2, 3
 
 
-def default_jit_compile():
-    """The `jit_compile` under which the recipes train fastest on this backend.
+def default_jit_compile(recipe=None):
+    """The `jit_compile` under which `recipe` trains fastest on this backend.
 
     JAX: True. Without `jax.jit` every train step re-traces the recurrent
-    scan (a test fit went from seconds to over 5 minutes). TensorFlow: False.
-    XLA compiles once per batch shape, and length-bucketed batches have many:
-    rnnencdec_small, 3000 pairs, one epoch, 2 cores: 145 s with XLA, 17.8 s
-    without. Torch: False (torch.compile costs more than it saves here).
+    scan (a test fit went from seconds to over 5 minutes). TensorFlow: the
+    recipe class's `xla_on_tensorflow`, measured per recipe with `zoo bench
+    train` and in real training (see each class). Torch: False
+    (torch.compile costs more than it saves here).
+
+    Args:
+        recipe: optional recipe class or instance; None: a recurrent recipe.
     """
-    return keras.backend.backend() == "jax"
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        return bool(getattr(recipe, "xla_on_tensorflow", False))
+    return backend == "jax"
 
 
 def source_mask(source, pad_id=PAD_ID):
@@ -67,6 +73,12 @@ class AttentionDecoderModel(keras.Model):
     """
 
     recurrent_state_keys = ()
+    # Whether the train step compiles with XLA on TensorFlow by default (see
+    # `default_jit_compile`). Not for the recurrent recipes: XLA makes their
+    # step slower on CPU (rnnencdec_small: 1.83x, `zoo bench train`), and
+    # it compiles once per batch shape (rnnencdec_small, 3000 pairs, one
+    # epoch, 2 cores: 145 s with XLA, 17.8 s without).
+    xla_on_tensorflow = False
 
     def __init__(
         self,

@@ -2,6 +2,7 @@
 
     zoo list
     zoo train PRESET [--data SPEC] [--epochs N] [--out DIR] [--strategy S] [--mixed-precision P]
+              [--jit-compile on|off]
               (resumes DIR when it holds an unfinished run)
     zoo evaluate DIR [--data SPEC] [--beam K]
     zoo translate DIR "a sentence" [--beam K] [--plot out.png]
@@ -102,6 +103,12 @@ def build_parser():
     )
     train.add_argument(
         "--mixed-precision", choices=PRECISIONS, help="compute in bfloat16 or float16 (float32 weights)"
+    )
+    train.add_argument(
+        "--jit-compile",
+        choices=("on", "off"),
+        help="compile the train step with XLA (jax.jit on jax) or not (default: the recipe's "
+        "choice for this backend, see `zoo bench train`)",
     )
 
     evaluate = commands.add_parser("evaluate", help="BLEU (and caption metrics) of a trained run")
@@ -215,6 +222,7 @@ def command_train(args):
         checkpoint_every_steps=args.checkpoint_every_steps,
         strategy=args.strategy,
         mixed_precision=args.mixed_precision,
+        jit_compile=None if args.jit_compile is None else args.jit_compile == "on",
     )
     print(f"run directory: {out}")
     print((out / "metrics.json").read_text().strip())

@@ -1,8 +1,10 @@
 """Training a preset into a run directory (TensorFlow data pipeline, any backend)."""
 
+import collections
 import functools
 import logging
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -204,7 +206,7 @@ def _tokenizer(path, sentences, training):
     return tokenizer
 
 
-def _translation_data(training, splits, out, drop_remainder=False):
+def _translation_data(training, splits, out, drop_remainder=False, fixed_shapes=False):
     train_pairs, valid_pairs, test_pairs = splits
     source_tokenizer = _tokenizer(
         out / runs.SOURCE_VOCABULARY, [s for s, _ in train_pairs], training
@@ -225,6 +227,7 @@ def _translation_data(training, splits, out, drop_remainder=False):
             max_target_length=training["max_length"],
             epochs=epochs,
             drop_remainder=drop_remainder,
+            pad_to_bucket_boundary=fixed_shapes,
         )
 
     def evaluate(model, config):
@@ -249,7 +252,7 @@ def _translation_data(training, splits, out, drop_remainder=False):
     )
 
 
-def _captioning_data(training, splits, out, drop_remainder=False):
+def _captioning_data(training, splits, out, drop_remainder=False, fixed_shapes=False):
     from zoo import captioner
 
     train_images, valid_images, test_images = splits
@@ -269,6 +272,7 @@ def _captioning_data(training, splits, out, drop_remainder=False):
             max_caption_length=training["max_length"],
             epochs=epochs,
             drop_remainder=drop_remainder,
+            pad_to_max_length=fixed_shapes,
         )
 
     def evaluate(model, config):
@@ -289,6 +293,35 @@ def _captioning_data(training, splits, out, drop_remainder=False):
     )
 
 
+def _task_data_source(task, training):
+    """The splits of `training`'s data, and the function that makes them
+    into `_TaskData` (`_translation_data` or `_captioning_data`)."""
+    if task == "captioning":
+        return load_caption_splits(training), _captioning_data
+    return load_pairs(training), _translation_data
+
+
+def compiled_batch_shapes(preset):
+    """How a train step compiled per batch shape sees `preset`'s training
+    data on TensorFlow (batches padded to fixed shapes, see `train`).
+
+    Returns:
+        `(shapes, batches)`: the number of distinct batch shapes in one
+        epoch, and the number of batches in it.
+    """
+    import tensorflow as tf
+
+    settings = registry.get_preset(preset)
+    training = dict(settings["training"])
+    splits, prepare_data = _task_data_source(registry.task_of(settings["recipe"]), training)
+    with tempfile.TemporaryDirectory() as folder:
+        epoch = prepare_data(training, splits, Path(folder), fixed_shapes=True).train_data(None)
+        shapes = collections.Counter(
+            tuple(tuple(tensor.shape) for tensor in tf.nest.flatten(batch)) for batch in epoch
+        )
+    return len(shapes), sum(shapes.values())
+
+
 def train(
     preset,
     out,
@@ -302,6 +335,7 @@ def train(
     checkpoint_every_steps=None,
     strategy=None,
     mixed_precision=None,
+    jit_compile=None,
 ):
     """Trains preset `preset` and writes its run directory `out`.
 
@@ -334,6 +368,12 @@ def train(
             across the replicas. Under "multi-worker" only the chief writes
             `out`.
         mixed_precision: None (float32), "bfloat16" or "float16".
+        jit_compile: None (the preset's setting, else the recipe's default
+            on this backend: `recipes.seq2seq.default_jit_compile`), or a
+            bool for Keras' `compile(jit_compile=...)`. A train step that
+            XLA compiles on TensorFlow gets batches of a few fixed shapes
+            (padded to their length bucket's boundary), since XLA compiles
+            once per shape.
 
     Returns:
         The run directory, a `Path`.
@@ -358,16 +398,12 @@ def train(
         ("epochs", epochs),
         ("batch_size", batch_size),
         ("train_size", train_size),
+        ("jit_compile", jit_compile),
     ):
         if value is not None:
             training[key] = value
     task = registry.task_of(settings["recipe"])
-    if task == "captioning":
-        splits = load_caption_splits(training)
-        prepare_data = _captioning_data
-    else:
-        splits = load_pairs(training)
-        prepare_data = _translation_data
+    splits, prepare_data = _task_data_source(task, training)
     # Every batch the same size, split evenly over the devices, where the
     # strategy needs it (each length bucket's last, smaller batch is then
     # left out of its epoch; the shuffle leaves out other pairs each epoch).
@@ -381,7 +417,16 @@ def train(
     out, resuming = _open_run_directory(
         distributed.worker_run_directory(out, strategy), overwrite, preset, training
     )
-    task_data = prepare_data(training, splits, out, drop_remainder=equal_batches)
+    recipe = registry.recipe_class(settings["recipe"])
+    jit = training.get("jit_compile")
+    jit = default_jit_compile(recipe) if jit is None else jit
+    task_data = prepare_data(
+        training,
+        splits,
+        out,
+        drop_remainder=equal_batches,
+        fixed_shapes=jit and keras.backend.backend() == "tensorflow",
+    )
     batches_per_epoch = int(task_data.train_data(None).cardinality())
     if batches_per_epoch == 0:
         if not resuming:
@@ -405,18 +450,14 @@ def train(
     if not resuming:
         runs.write_json(out / runs.CONFIG, config)
     with distributed.precision_policy(mixed_precision), distributed.strategy_scope(strategy):
-        model = registry.recipe_class(settings["recipe"])(**model_config)
+        model = recipe(**model_config)
         model.compile(
             optimizer=keras.optimizers.Adam(
                 learning_rate_schedule(training, batches_per_epoch),
                 clipnorm=training.get("clipnorm"),
             ),
             loss=distributed.TokenCrossentropy(),
-            jit_compile=(
-                default_jit_compile()
-                if training.get("jit_compile") is None
-                else training["jit_compile"]
-            ),
+            jit_compile=jit,
         )
         checkpoint = _resume(model, out, training["epochs"]) if resuming else None
     epochs_done, steps_done = (

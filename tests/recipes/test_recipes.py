@@ -101,7 +101,7 @@ def test_every_weight_gets_a_gradient_and_fit_runs(preset_name):
         if size == 0 and not path.endswith(ZERO_GRADIENT_BY_DESIGN)
     ]
     assert not missing, f"no gradient reached {missing}"
-    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss, jit_compile=default_jit_compile())
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss, jit_compile=default_jit_compile(model))
     history = model.fit(inputs(preset_name), TARGET_OUT, batch_size=2, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
 

@@ -443,6 +443,32 @@ def test_arrays_are_resized_and_long_captions_left_out(tokenizer):
 
 
 @pytest.mark.tensorflow_only
+def test_captions_padded_to_the_most_steps_give_one_batch_shape(tokenizer):
+    from zoo.data import make_caption_dataset
+
+    examples = synthetic_captions(6, seed=2)
+    images = [e.image for e in examples for _ in e.captions]
+    captions = [c for e in examples for c in e.captions]
+
+    def epoch(**kwargs):
+        dataset = make_caption_dataset(
+            images, captions, tokenizer, image_size=32, batch_size=8, max_caption_length=20, **kwargs
+        )
+        return list(dataset.as_numpy_iterator())
+
+    for (inputs, target_out), (plain_inputs, plain_out) in zip(
+        epoch(pad_to_max_length=True), epoch()
+    ):
+        assert inputs["target_in"].shape[1] == target_out.shape[1] == 20
+        steps = plain_out.shape[1]
+        np.testing.assert_array_equal(target_out[:, :steps], plain_out)
+        np.testing.assert_array_equal(inputs["target_in"][:, :steps], plain_inputs["target_in"])
+        assert not target_out[:, steps:].any() and not inputs["target_in"][:, steps:].any()
+    with pytest.raises(ValueError, match="pad_to_max_length needs a max_caption_length"):
+        make_caption_dataset(images, captions, tokenizer, 32, 8, pad_to_max_length=True)
+
+
+@pytest.mark.tensorflow_only
 def test_files_are_decoded_resized_and_unreadable_ones_skipped(
     flickr, tokenizer, caplog
 ):

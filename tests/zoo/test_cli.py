@@ -126,3 +126,19 @@ def test_missing_data_file_is_one_line(capsys, tmp_path):
     )
     assert_one_line_error(code, err, "a.en")
     assert not (tmp_path / "run").exists(), "a failed start left a run directory"
+
+
+@pytest.mark.parametrize("flag, expected", [(["--jit-compile", "on"], True), (["--jit-compile", "off"], False), ([], None)])
+def test_jit_compile_option_reaches_training(capsys, monkeypatch, flag, expected):
+    from zoo import training
+
+    received = {}
+
+    def record(preset, out, **options):
+        received.update(options)
+        raise training.TrainingError("recorded")
+
+    monkeypatch.setattr(training, "train", record)
+    code, _, err = run_cli(capsys, "train", "transformer_small", *flag)
+    assert_one_line_error(code, err, "recorded")
+    assert received["jit_compile"] is expected

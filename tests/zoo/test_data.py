@@ -507,6 +507,38 @@ def test_batches_group_sentences_of_similar_length(synthetic_tokenizers):
 
 
 @pytest.mark.tensorflow_only
+def test_padding_to_bucket_boundaries_gives_a_few_fixed_shapes(synthetic_tokenizers):
+    from zoo.data import make_translation_dataset
+
+    pairs, source_tokenizer, target_tokenizer = synthetic_tokenizers
+
+    def epoch(**kwargs):
+        return batches(
+            make_translation_dataset(
+                pairs, source_tokenizer, target_tokenizer, batch_size=16, shuffle=False, **kwargs
+            )
+        )
+
+    padded, unpadded = epoch(pad_to_bucket_boundary=True), epoch()
+    assert len(padded) == len(unpadded)
+    widths = set()
+    for (source, target_in, target_out), (u_source, u_target_in, u_target_out) in zip(
+        padded, unpadded
+    ):
+        # All three padded to the bucket's upper boundary minus 1 (of 8, 16, ...).
+        width = source.shape[1]
+        assert target_in.shape[1] == target_out.shape[1] == width
+        assert width % 8 == 7 and width >= max(u_source.shape[1], u_target_in.shape[1])
+        widths.add(width)
+        # The same rows, with more padding.
+        np.testing.assert_array_equal(source[:, : u_source.shape[1]], u_source)
+        np.testing.assert_array_equal(target_out[:, : u_target_out.shape[1]], u_target_out)
+        assert not source[:, u_source.shape[1] :].any()
+        assert not target_in[:, u_target_in.shape[1] :].any()
+    assert len(widths) == len({(b // 8) for b in widths})  # one width per bucket
+
+
+@pytest.mark.tensorflow_only
 def test_shuffle_is_deterministic_with_a_seed(synthetic_tokenizers):
     from zoo.data import make_translation_dataset
 

@@ -259,6 +259,7 @@ def make_caption_dataset(
     max_caption_length=None,
     epochs=None,
     drop_remainder=False,
+    pad_to_max_length=False,
 ):
     """A `tf.data.Dataset` of images with teacher-forcing caption batches.
 
@@ -290,11 +291,16 @@ def make_caption_dataset(
             order (see `zoo.data.pipeline.epoch_batches`), for
             `fit(..., steps_per_epoch=...)`. None: one epoch.
         drop_remainder: bool, leave out each epoch's last, smaller batch.
+        pad_to_max_length: bool, pad every batch's captions to
+            `max_caption_length` steps (which must be given), so that the
+            batches have one shape: a compiled train step (XLA,
+            `jit_compile=True`) compiles once per shape.
 
     Returns:
         A `tf.data.Dataset` with a known cardinality, of `({"image": float32
         [B, image_size, image_size, 3] in [0, 1], "target_in": int32 [B, T]},
-        target_out int32 [B, T])`, T the batch's longest caption + 1.
+        target_out int32 [B, T])`, T the batch's longest caption + 1 (or
+        `max_caption_length` with `pad_to_max_length`).
 
     Raises:
         ValueError: bad arguments, or no pair is left.
@@ -313,6 +319,8 @@ def make_caption_dataset(
     _check_positive("batch_size", batch_size)
     if max_caption_length is not None:
         _check_positive("max_caption_length", max_caption_length)
+    elif pad_to_max_length:
+        raise ValueError("pad_to_max_length needs a max_caption_length.")
     if isinstance(captions, str):
         raise ValueError(
             "captions must be a list of str, one per image; received a str."
@@ -349,8 +357,12 @@ def make_caption_dataset(
             lambda image, ids: (load(image), *_with_bos_eos(ids)),
             num_parallel_calls=tf.data.AUTOTUNE,
         )
+        caption_length = max_caption_length if pad_to_max_length else None
         pairs = pairs.padded_batch(
-            batch_size, padding_values=(0.0, PAD_ID, PAD_ID), drop_remainder=drop_remainder
+            batch_size,
+            padded_shapes=([image_size, image_size, 3], [caption_length], [caption_length]),
+            padding_values=(0.0, PAD_ID, PAD_ID),
+            drop_remainder=drop_remainder,
         )
         return pairs.map(
             lambda image, target_in, target_out: (

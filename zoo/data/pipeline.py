@@ -111,7 +111,10 @@ def encode_pairs(
     return EncodedPairs(source=source, target=target, dropped=dropped)
 
 
-def _default_boundaries(encoded):
+def _default_boundaries(encoded, past_longest=False):
+    """Every `DEFAULT_BUCKET_WIDTH` tokens up to the longest pair, or (for
+    `pad_to_bucket_boundary`, where tf.data pads the last bucket to its upper
+    boundary too) up to the first boundary past it."""
     longest = 1
     if len(encoded):
         longest = int(
@@ -120,7 +123,8 @@ def _default_boundaries(encoded):
                 encoded.target.row_lengths().numpy().max() + 1,
             )
         )
-    return list(range(DEFAULT_BUCKET_WIDTH, longest + 1, DEFAULT_BUCKET_WIDTH))
+    last = longest + DEFAULT_BUCKET_WIDTH if past_longest else longest
+    return list(range(DEFAULT_BUCKET_WIDTH, last + 1, DEFAULT_BUCKET_WIDTH))
 
 
 def _add_bos_eos(source, target):
@@ -146,6 +150,7 @@ def make_translation_dataset(
     bucket_boundaries=None,
     drop_remainder=False,
     epochs=None,
+    pad_to_bucket_boundary=False,
 ):
     """A `tf.data.Dataset` of padded, length-bucketed translation batches.
 
@@ -173,6 +178,11 @@ def make_translation_dataset(
             those epochs' batches back to back, each epoch in its own seeded
             order (see `epoch_batches`), for `fit(..., steps_per_epoch=...)`.
             None: one epoch, reshuffled at each iteration.
+        pad_to_bucket_boundary: bool, pad the source and both targets of a
+            batch to its bucket's upper boundary minus 1, instead of to the
+            batch's longest row, so that the batches have a few fixed shapes:
+            a compiled train step (XLA, `jit_compile=True`) compiles once per
+            shape. The default boundaries then reach past the longest pair.
 
     Returns:
         A `tf.data.Dataset` of `({"source": int32 [B, S], "target_in":
@@ -211,7 +221,7 @@ def make_translation_dataset(
                 encoded.dropped + len(encoded),
             )
     if bucket_boundaries is None:
-        bucket_boundaries = _default_boundaries(encoded)
+        bucket_boundaries = _default_boundaries(encoded, past_longest=pad_to_bucket_boundary)
     bucket_boundaries = [int(b) for b in bucket_boundaries]
     if any(b < 1 for b in bucket_boundaries) or any(
         a >= b for a, b in zip(bucket_boundaries, bucket_boundaries[1:])
@@ -229,6 +239,7 @@ def make_translation_dataset(
             bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1),
             padding_values=(PAD_ID, PAD_ID, PAD_ID),
             drop_remainder=drop_remainder,
+            pad_to_bucket_boundary=pad_to_bucket_boundary,
         )
         return pairs.map(
             lambda source, target_in, target_out: (
