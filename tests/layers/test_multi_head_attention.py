@@ -141,6 +141,41 @@ def test_equals_keras_multi_head_attention(call_kwargs, return_attention_scores)
     np.testing.assert_allclose(to_numpy(output), expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_mixed_precision_keeps_float32_weights_and_computes_in_half(policy):
+    query, value = random_inputs(query_length=5, value_length=5, value_depth=5)
+    full = make_layer()
+    expected = to_numpy(full(query, value))
+    mixed = make_layer(dtype=policy)
+    mixed(query, value)
+    mixed.set_weights(full.get_weights())
+    output = mixed(query, value)
+    assert keras.backend.standardize_dtype(output.dtype) == policy.split("_")[1]
+    assert all(keras.backend.standardize_dtype(v.dtype) == "float32" for v in mixed.weights)
+    np.testing.assert_allclose(to_numpy(output).astype("float32"), expected, atol=5e-2)
+
+
+def test_lora_on_a_projection_acts_as_in_keras_layer():
+    query, value = random_inputs(query_length=5, value_length=5, value_depth=5)
+    keras_layer = keras.layers.MultiHeadAttention(num_heads=NUM_HEADS, key_dim=KEY_DIM)
+    keras_layer(query, value)
+    ours = make_layer()
+    ours(query, value)
+    ours.set_weights(keras_layer.get_weights())
+    before = to_numpy(ours(query, value))
+    for layer in (keras_layer, ours):
+        layer.query_dense.enable_lora(2)
+    rng = np.random.default_rng(3)
+    lora_a = rng.standard_normal(ours.query_dense.lora_kernel_a.shape).astype("float32")
+    lora_b = rng.standard_normal(ours.query_dense.lora_kernel_b.shape).astype("float32")
+    for layer in (keras_layer, ours):
+        layer.query_dense.lora_kernel_a.assign(lora_a)
+        layer.query_dense.lora_kernel_b.assign(lora_b)
+    output = to_numpy(ours(query, value))
+    assert np.abs(output - before).max() > 1e-3  # the adapter is used
+    np.testing.assert_allclose(output, to_numpy(keras_layer(query, value)), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("return_attention_scores", [True, False], ids=["explicit", "fused"])
 def test_fully_masked_rows_give_zeros_not_nan(dtype, return_attention_scores):
