@@ -146,41 +146,77 @@ class AttentionDecoderModel(keras.Model):
         """
         constants = {k: v for k, v in state.items() if k not in self.recurrent_state_keys}
         recurrent = {k: state[k] for k in self.recurrent_state_keys}
-        batch = ops.shape(embedded)[0]
-        source_length = self.attention_width(state)
         dtype = self.compute_dtype
-        initial = (
-            recurrent,
-            ops.zeros((batch, self.feature_size), dtype),
-            ops.zeros((batch, source_length), dtype),
-            ops.zeros((), "int32"),  # the step index
-        )
-        # One sequence to scan over: keras' TensorFlow scan fails on several
-        # when their length is unknown, so the step index is in the carry.
-        steps = ops.swapaxes(embedded, 0, 1)
 
-        def one_step(carry, embedded_t):
-            recurrent_state, _, _, t = carry
+        def one_step(recurrent_state, embedded_t, t):
             features, new_state, attention = self.recurrent_step(
                 embedded_t, {**constants, **recurrent_state}, t
             )
-            carry = (
+            return (
                 {k: new_state[k] for k in self.recurrent_state_keys},
                 ops.cast(features, dtype),
                 ops.cast(attention, dtype),
-                t + 1,
             )
-            # keras' TensorFlow scan stacks outputs shaped like the carry, so
-            # the step's outputs travel in the carry and are stacked from it;
-            # the recurrent states stacked alongside are small.
-            return carry, carry
 
+        steps = ops.swapaxes(embedded, 0, 1)
         if not self.built:
             # Sublayers create their weights on first use, and JAX can't
-            # create them inside the traced scan body: take one step outside.
-            one_step(initial, steps[0])
-        _, (_, features, attention, _) = ops.scan(one_step, initial, steps)
+            # create them inside a traced loop body: take one step outside.
+            one_step(recurrent, steps[0], 0)
+        if keras.backend.backend() == "tensorflow":
+            features, attention = self._loop_over_steps(one_step, recurrent, steps, state)
+        else:
+            features, attention = self._scan_over_steps(one_step, recurrent, steps)
         return ops.swapaxes(features, 0, 1), ops.swapaxes(attention, 0, 1)
+
+    def _scan_over_steps(self, one_step, recurrent, steps):
+        """`run_recurrence` as a scan: time-major features and attention."""
+
+        def scan_step(recurrent_state, step):
+            embedded_t, t = step
+            recurrent_state, features, attention = one_step(recurrent_state, embedded_t, t)
+            return recurrent_state, (features, attention)
+
+        indices = ops.arange(ops.shape(steps)[0], dtype="int32")
+        _, (features, attention) = ops.scan(scan_step, recurrent, (steps, indices))
+        return features, attention
+
+    def _loop_over_steps(self, one_step, recurrent, steps, state):
+        """`run_recurrence` as a while loop that writes each step's outputs
+        into a row of preallocated time-major buffers.
+
+        TensorFlow only. XLA needs a bound on a loop's trip count to size
+        the gradient's per-step accumulators, and keras' TensorFlow scan
+        sets none (the target length is unknown when a train step is
+        traced), so `jit_compile=True` fails with "XLA compilation requires a
+        fixed tensor list size"; `maximum_iterations` is that bound. JAX
+        can't reverse-differentiate a while loop whose bound is a tensor,
+        hence the scan on the other backends.
+        """
+        length, batch = ops.shape(steps)[0], ops.shape(steps)[1]
+
+        def body(t, recurrent_state, features, attention):
+            recurrent_state, features_t, attention_t = one_step(recurrent_state, steps[t], t)
+            # Not `slice_update`: TensorFlow has no gradient for the XLA op
+            # under it.
+            row = ops.reshape(t, (1, 1))
+            return (
+                t + 1,
+                recurrent_state,
+                ops.scatter_update(features, row, features_t[None]),
+                ops.scatter_update(attention, row, attention_t[None]),
+            )
+
+        initial = (
+            ops.zeros((), "int32"),
+            recurrent,
+            ops.zeros((length, batch, self.feature_size), self.compute_dtype),
+            ops.zeros((length, batch, self.attention_width(state)), self.compute_dtype),
+        )
+        _, _, features, attention = ops.while_loop(
+            lambda t, *_: t < length, body, initial, maximum_iterations=length
+        )
+        return features, attention
 
     def get_config(self):
         return {

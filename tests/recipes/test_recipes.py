@@ -12,6 +12,7 @@ from layer_checks import to_numpy
 import zoo.registry
 from tiny_configs import TINY
 from zoo.recipes.decoding import greedy_search
+from zoo.recipes.seq2seq import AttentionDecoderModel
 from zoo.recipes.seq2seq import default_jit_compile
 from zoo.recipes.seq2seq import reverse_valid_tokens
 
@@ -104,6 +105,43 @@ def test_every_weight_gets_a_gradient_and_fit_runs(preset_name):
     model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss, jit_compile=default_jit_compile(model))
     history = model.fit(inputs(preset_name), TARGET_OUT, batch_size=2, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
+
+
+def recurrent_presets():
+    """The first preset of each recipe whose decoder runs `recurrent_step`."""
+    first_of_recipe = {}
+    for name in sorted(zoo.registry.PRESETS):
+        recipe = zoo.registry.get_preset(name)["recipe"]
+        step = zoo.registry.recipe_class(recipe).recurrent_step
+        if step is not AttentionDecoderModel.recurrent_step:
+            first_of_recipe.setdefault(recipe, name)
+    return sorted(first_of_recipe.values())
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="jit_compile=True is XLA only on TensorFlow"
+)
+@pytest.mark.parametrize("name", recurrent_presets())
+def test_xla_train_steps_match_the_uncompiled_ones(name):
+    reference = tiny_model(name)
+    reference.build()
+    weights = reference.get_weights()
+    losses = {}
+    for jit_compile in (True, False):
+        model = tiny_model(name)
+        model.build()
+        model.set_weights(weights)
+        model.compile(
+            optimizer=keras.optimizers.SGD(0.5),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
+            jit_compile=jit_compile,
+        )
+        # The second step's loss holds the first step's gradient too.
+        losses[jit_compile] = [
+            float(model.train_on_batch(inputs(name), TARGET_OUT)) for _ in range(2)
+        ]
+    assert losses[True][0] != losses[True][1]
+    np.testing.assert_allclose(losses[True], losses[False], rtol=1e-5)
 
 
 def test_config_round_trip(preset_name):
