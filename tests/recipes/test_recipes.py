@@ -121,7 +121,11 @@ def recurrent_presets():
 @pytest.mark.skipif(
     keras.backend.backend() != "tensorflow", reason="jit_compile=True is XLA only on TensorFlow"
 )
-@pytest.mark.parametrize("name", recurrent_presets())
+# Two of the four (about 10 s of XLA compilation each): additive attention,
+# and Luong's scores with input feeding; `zoo bench train` compiles all.
+@pytest.mark.parametrize(
+    "name", [n for n in recurrent_presets() if n.startswith(("rnnsearch", "luong"))]
+)
 def test_xla_train_steps_match_the_uncompiled_ones(name):
     reference = tiny_model(name)
     reference.build()
