@@ -7,6 +7,7 @@ from zoo.layers.base_attention import BaseAttention
 from zoo.layers.base_attention import additive_score
 from zoo.layers.base_attention import clone_initializer
 from zoo.layers.base_attention import is_positive_int
+from zoo.layers.base_attention import project
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -114,7 +115,7 @@ class AdditiveAttention(BaseAttention):
 
     def project_keys(self, key):
         self._check_built_for_keys()
-        return self.key_dense(key)
+        return project(self.key_dense, key)
 
     def _score_vector(self):
         if not self.normalize:
@@ -124,7 +125,7 @@ class AdditiveAttention(BaseAttention):
 
     def _score(self, query, projected_key):
         return additive_score(
-            self.query_dense(query), projected_key, self._score_vector()
+            project(self.query_dense, query), projected_key, self._score_vector()
         )
 
     def get_config(self):

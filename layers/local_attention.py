@@ -6,6 +6,7 @@ from keras import ops
 from zoo.layers.base_attention import masked_softmax
 from zoo.layers.base_attention import clone_initializer
 from zoo.layers.base_attention import is_positive_int
+from zoo.layers.base_attention import project
 from zoo.layers.luong_attention import LuongAttention
 
 MODES = ("local-m", "local-p")
@@ -176,7 +177,7 @@ class LocalAttention(LuongAttention):
         else:
             length = ops.sum(ops.cast(value_mask, "float32"), axis=1)
             length = ops.reshape(length, (-1, 1, 1))
-        hidden = ops.tanh(self.position_dense(query))
+        hidden = ops.tanh(project(self.position_dense, query))
         logit = ops.einsum("bqu,u->bq", hidden, self.position_v)
         return length * ops.expand_dims(ops.sigmoid(ops.cast(logit, "float32")), -1)
 

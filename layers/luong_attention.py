@@ -7,6 +7,7 @@ from zoo.layers.base_attention import BaseAttention
 from zoo.layers.base_attention import additive_score
 from zoo.layers.base_attention import clone_initializer
 from zoo.layers.base_attention import is_positive_int
+from zoo.layers.base_attention import project
 
 SCORES = ("dot", "general", "concat")
 
@@ -131,12 +132,12 @@ class LuongAttention(BaseAttention):
         self._check_built_for_keys()
         if self.score == "dot":
             return key
-        return self.key_dense(key)
+        return project(self.key_dense, key)
 
     def _score(self, query, projected_key):
         if self.score == "concat":
             scores = additive_score(
-                self.query_dense(query), projected_key, self.attention_v
+                project(self.query_dense, query), projected_key, self.attention_v
             )
         else:
             scores = ops.matmul(query, ops.swapaxes(projected_key, 1, 2))

@@ -9,6 +9,7 @@ from zoo.layers.base_attention import clone_initializer
 from zoo.layers.base_attention import dims_disagree
 from zoo.layers.base_attention import is_positive_int
 from zoo.layers.base_attention import masked_softmax
+from zoo.layers.base_attention import project
 from zoo.layers.base_attention import projection_config
 from zoo.layers.base_attention import shapes_disagree
 from zoo.layers.base_attention import static_shape
@@ -210,24 +211,6 @@ class MultiHeadAttention(keras.layers.Layer):
         projection.supports_masking = True
         return projection
 
-    @staticmethod
-    def _project(projection, inputs):
-        """`projection(inputs)`, without a sublayer call where that is plain.
-
-        A Keras layer call costs about 0.15 ms of Python on eager torch, and
-        the four projections were a fifth of an eager forward pass at
-        B=32, T=16, d=128 (`zoo bench layers`). Reading the sublayer's
-        `kernel` keeps LoRA and the mixed-precision cast (this layer's call
-        casts variables read inside it); quantized kernels keep their own
-        call.
-        """
-        if projection.quantization_mode is not None:
-            return projection(inputs)
-        outputs = ops.einsum(projection.equation, inputs, projection.kernel)
-        if projection.bias is not None:
-            outputs = ops.add(outputs, projection.bias)
-        return outputs
-
     def build(self, query_shape, value_shape=None, key_shape=None):
         if value_shape is None:
             raise ValueError(
@@ -294,7 +277,7 @@ class MultiHeadAttention(keras.layers.Layer):
                     f"{name}.shape={tuple(tensor.shape)}"
                 )
         return ops.stack(
-            [self._project(self.key_dense, key), self._project(self.value_dense, value)], axis=1
+            [project(self.key_dense, key), project(self.value_dense, value)], axis=1
         )
 
     def _check_cache_dims(self):
@@ -429,10 +412,10 @@ class MultiHeadAttention(keras.layers.Layer):
                 attention_mask = ops.expand_dims(attention_mask, 1)
         key = value if key is None else key
 
-        projected_query = self._project(self.query_dense, query)
+        projected_query = project(self.query_dense, query)
         if cache is None:
-            projected_key = self._project(self.key_dense, key)
-            projected_value = self._project(self.value_dense, value)
+            projected_key = project(self.key_dense, key)
+            projected_value = project(self.value_dense, value)
         elif cache_update_index is None:
             cache = ops.cast(cache, self.compute_dtype)
             projected_key, projected_value = cache[:, 0], cache[:, 1]
@@ -447,7 +430,7 @@ class MultiHeadAttention(keras.layers.Layer):
             # more times per step, which made the cached step of `zoo bench
             # decode` grow faster than the decoded length on JAX.
             new_entries = ops.stack(
-                [self._project(self.key_dense, key), self._project(self.value_dense, value)], axis=1
+                [project(self.key_dense, key), project(self.value_dense, value)], axis=1
             )
             cache = ops.slice_update(
                 cache, [0, 0, cache_update_index, 0, 0], new_entries
@@ -490,7 +473,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 projected_query, projected_key, projected_value, mask, causal_only
             )
             weights = None
-        output = self._project(self.output_dense, context)
+        output = project(self.output_dense, context)
 
         if single_step:
             output = ops.squeeze(output, 1)
