@@ -1086,9 +1086,13 @@ def _xla_verdict(rows):
         evidence.append(
             f"{preset}: XLA x{speedup:.2f} per step; a new batch shape costs "
             f"{format_seconds(new_shape['xla'])} with XLA vs "
-            f"{format_seconds(new_shape['no_xla'])}, repaid after "
-            f"{break_even:,.0f} steps of that shape, and the preset trains "
-            f"{steps_per_shape:,.0f} steps per shape: XLA "
+            f"{format_seconds(new_shape['no_xla'])}, "
+            + (
+                f"repaid after {break_even:,.0f} steps of that shape"
+                if saving > 0
+                else "never repaid (slower steps)"
+            )
+            + f", and the preset trains {steps_per_shape:,.0f} steps per shape: XLA "
             f"{'faster' if faster else 'slower'} in its training; default jit_compile={default}"
         )
     return {

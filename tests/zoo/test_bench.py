@@ -14,6 +14,7 @@ import keras
 import pytest
 
 from zoo import bench
+from zoo import registry
 
 # The rows the layers suite promises (issue 6): ours against Keras' layer
 # where one computes the same thing, our layers alone where none does.
@@ -99,3 +100,40 @@ def test_the_results_record_backend_versions_machine_and_ratios(layers_run):
     # The goal it is evidence for is judged, whatever the verdict.
     (goal,) = results["goals"]
     assert "MultiHeadAttention" in goal["goal"] and isinstance(goal["met"], bool)
+
+
+def _xla_case(preset, xla_seconds, plain_seconds, new_shape_xla, steps_per_shape):
+    return bench.Case(
+        "train",
+        f"{preset} train_on_batch: XLA vs no XLA",
+        "B=64",
+        "jit_compile=True (XLA) vs False (tf.function)",
+        bench.Timing([xla_seconds]),
+        bench.Timing([plain_seconds]),
+        goal="xla",
+        details={
+            "preset": preset,
+            "new_shape_first_step": {"xla": new_shape_xla, "no_xla": 0.2},
+            "steps_per_shape": steps_per_shape,
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    "steps_per_shape, xla_pays",
+    [(40, False), (10_000, True)],
+    ids=["few-steps-per-shape", "many-steps-per-shape"],
+)
+def test_xla_verdict_weighs_compilation_per_shape_against_faster_steps(
+    monkeypatch, steps_per_shape, xla_pays
+):
+    from zoo.recipes.seq2seq import default_jit_compile
+
+    # 0.1 s saved per step against 15 s more per shape: repaid after 148 steps.
+    case = _xla_case("transformer_small", 0.2, 0.3, 15.0, steps_per_shape)
+    verdict = bench.check_goals([case])[0]
+    default = default_jit_compile(registry.recipe_class("transformer"))
+    assert verdict["met"] == (default == xla_pays)
+    assert "repaid after 148 steps" in verdict["evidence"]
+    slower = _xla_case("rnnencdec_small", 0.3, 0.2, 9.0, 10_000)
+    assert "never repaid" in bench.check_goals([slower])[0]["evidence"]
