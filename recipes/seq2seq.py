@@ -200,16 +200,21 @@ class AttentionDecoderModel(keras.Model):
         """
         length, batch = ops.shape(steps)[0], ops.shape(steps)[1]
 
+        def write_row(buffer, t, row):
+            # Not `slice_update`: TensorFlow has no gradient for the XLA op
+            # under it. An empty buffer (an empty batch: a worker's share of
+            # a short last batch under multi-worker) refuses a scatter of
+            # one index, so the index and the row are emptied with it.
+            keep = ops.minimum(ops.size(buffer), 1)
+            return ops.scatter_update(buffer, ops.reshape(t, (1, 1))[:keep], row[None][:keep])
+
         def body(t, recurrent_state, features, attention):
             recurrent_state, features_t, attention_t = one_step(recurrent_state, steps[t], t)
-            # Not `slice_update`: TensorFlow has no gradient for the XLA op
-            # under it.
-            row = ops.reshape(t, (1, 1))
             return (
                 t + 1,
                 recurrent_state,
-                ops.scatter_update(features, row, features_t[None]),
-                ops.scatter_update(attention, row, attention_t[None]),
+                write_row(features, t, features_t),
+                write_row(attention, t, attention_t),
             )
 
         initial = (
