@@ -76,13 +76,13 @@ class AttentionDecoderModel(keras.Model):
     # Whether the train step compiles with XLA on TensorFlow by default (see
     # `default_jit_compile`). Not for the recurrent recipes, measured with
     # `zoo bench train` (batch 64, length 20, 2 cores): XLA makes the step of
-    # rnnencdec_small 1.68x, rnnsearch_small 1.50x and show_attend_tell_small
-    # 2.59x slower; its profile puts over half of rnnencdec's XLA step in
+    # rnnencdec_small 1.78x, rnnsearch_small 1.39x and show_attend_tell_small
+    # 2.52x slower; its profile puts over half of rnnencdec's XLA step in
     # the dropout masks' random numbers (`StatelessRandomUniformV2` compiled
     # into a plain elementwise loop: 132 of 237 ms). luong_global_general_small
-    # is 1.06x faster per step, but each new batch shape compiles for about
-    # 9 s, repaid after some 1,000 steps of that shape where its preset
-    # trains 40.
+    # is 1.10x faster per step, but each new batch shape compiles for about
+    # 8 s, repaid after some 500 steps of that shape where its preset trains
+    # 40.
     xla_on_tensorflow = False
 
     def __init__(
