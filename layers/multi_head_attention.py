@@ -16,6 +16,18 @@ from zoo.layers.base_attention import static_shape
 from zoo.layers.base_attention import validate_dropout
 
 
+def _one_query_step(query, causal_only):
+    """Whether `_one_query_attention` computes this call: one float32 query
+    position. A causal mask left to the fused kernel (`causal_only`) is not
+    built, so that case stays with the kernel; half precision stays with the
+    kernel too, whose products accumulate in float32."""
+    return (
+        not causal_only
+        and query.shape[1] == 1
+        and keras.backend.standardize_dtype(query.dtype) == "float32"
+    )
+
+
 @keras.saving.register_keras_serializable(package="zoo")
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head attention: `softmax(Q K^T / sqrt(d_k)) V` with H heads.
@@ -468,6 +480,11 @@ class MultiHeadAttention(keras.layers.Layer):
             context, weights = self._explicit_attention(
                 projected_query, projected_key, projected_value, mask, training
             )
+        elif _one_query_step(projected_query, causal_only):
+            context = self._one_query_attention(
+                projected_query, projected_key, projected_value, mask
+            )
+            weights = None
         else:
             context = self._fused_attention(
                 projected_query, projected_key, projected_value, mask, causal_only
@@ -539,6 +556,26 @@ class MultiHeadAttention(keras.layers.Layer):
             dropped = self._dropout_layer(weights, training=training)
         context = ops.einsum("bhqk,bkhd->bqhd", dropped, value)
         return context, weights
+
+    def _one_query_attention(self, query, key, value, mask):
+        """Attention of a single query position `[batch, 1, H, depth]` over
+        `[batch, S, H, depth]` keys and values (a decoding step over its
+        cache), as products and sums over the keys' own layout.
+
+        The fused kernel first transposes keys and values to `[batch, H, S,
+        depth]`: at one query, that copy of the whole cache is most of the
+        step's work (on JAX at B=32, d=256, S=256, two transposes took 10 of
+        the step's 20 ms), while the products read the cache once, in place.
+        The step at S=256 went from 21 to 6.5 ms on JAX and from 18 to 11 ms
+        on TensorFlow, and stayed level on torch; on JAX at S=16 it is 0.1 ms
+        slower (`zoo bench decode`).
+        """
+        query = ops.multiply(query, ops.cast(self._scale, query.dtype))
+        scores = ops.sum(query * key, axis=-1)  # [batch, S, H]
+        if mask is not None:
+            mask = ops.expand_dims(mask[:, 0], -1)  # [batch, S, 1]
+        weights = masked_softmax(scores, mask, axis=1)
+        return ops.sum(ops.expand_dims(weights, -1) * value, axis=1, keepdims=True)
 
     def _fused_attention(self, query, key, value, mask, is_causal):
         if mask is None:

@@ -297,18 +297,30 @@ def beam_search(
     # is live, so the first expansion yields K distinct tokens.
     first = ops.convert_to_tensor([0.0] + [NEG_INF] * (width - 1), "float32")
     flat = (batch * width,)
+    # The history is kept as back-pointers, written once per step and
+    # followed back once at the end (`_backtrack`), instead of token and
+    # attention buffers `[B*K, L, ...]` that every step reordered and copied
+    # into the finished store, a cost that grew with L. rnnsearch_small, beam
+    # 5 over 32 sentences of 50 tokens, 100 steps: 551 -> 445 ms on JAX, 615
+    # -> 498 ms on TensorFlow; at one sentence and 30 steps, 1-5% slower on
+    # JAX (the walk back), level on TensorFlow (both versions timed side by
+    # side in one process).
     search = {
         "alive_scores": ops.reshape(ops.zeros((batch, width), "float32") + first, flat),
-        "alive_tokens": ops.zeros((batch * width, limit), "int32"),
-        "alive_attention": ops.zeros((batch * width, limit, source_width), "float32"),
-        "alive_coverage": ops.zeros((batch * width, source_width), "float32"),
-        "finished_tokens": ops.zeros((batch * width, limit), "int32"),
-        "finished_attention": ops.zeros((batch * width, limit, source_width), "float32"),
+        "history": {
+            "tokens": ops.zeros((limit, batch * width), "int32"),
+            "parents": ops.zeros((limit, batch * width), "int32"),
+            "attention": ops.zeros((limit, batch * width, source_width), "float32"),
+        },
+        "finished_rows": ops.zeros(flat, "int32"),
         "finished_scores": ops.full(flat, NEG_INF, "float32"),
         "finished_penalized": ops.full(flat, NEG_INF, "float32"),
         "finished_lengths": ops.zeros(flat, "int32"),
         "done": ops.zeros((batch,), "bool"),
     }
+    if beta:
+        # Only the coverage penalty needs each live hypothesis' attention sum.
+        search["alive_coverage"] = ops.zeros((batch * width, source_width), "float32")
     update = _BeamUpdate(model, batch, width, limit, scorer)
     step = ops.convert_to_tensor(0, "int32")
     tokens = ops.full((batch * width,), model.bos_id, dtype="int32")
@@ -322,7 +334,7 @@ def beam_search(
         return step + 1, tokens, new_state, search
 
     num_steps, _, _, search = ops.while_loop(cond, body, (step, tokens, state, search))
-    return _beam_result(search, num_steps, batch, width, scorer, model.pad_id)
+    return _beam_result(search, num_steps, batch, width, limit, scorer, model.pad_id)
 
 
 class _GnmtScorer:
@@ -339,7 +351,8 @@ class _GnmtScorer:
         return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, self.alpha)
 
     def __call__(self, log_probs, length, coverage):
-        """log_probs `[B, K]`, length scalar or `[B, K]`, coverage `[B*K, S]`."""
+        """log_probs `[B, K]`, length scalar or `[B, K]`, coverage `[B*K, S]`
+        (None without a coverage penalty)."""
         score = log_probs
         if self.alpha:
             score = score / self.length_factor(length)
@@ -378,7 +391,7 @@ class _BeamUpdate:
         origin = _flat_indices(batch, width, top // vocabulary)
         token = ops.reshape(top % vocabulary, (-1,))
 
-        # Every tensor that follows a beam is reordered with one gather.
+        # The state follows its beam: one gather per tensor.
         def reorder(x):
             return ops.take(x, origin, axis=0)
 
@@ -391,10 +404,18 @@ class _BeamUpdate:
         state = keras.tree.map_structure(
             lambda new, old: new if new is old else reorder(new), state, previous_state
         )
-        attention = reorder(ops.cast(attention, "float32"))
-        alive_tokens = _write_step(reorder(search["alive_tokens"]), step, token)
-        alive_attention = _write_step(reorder(search["alive_attention"]), step, attention)
-        alive_coverage = reorder(search["alive_coverage"]) + attention
+        # Candidate r of this step extends row `origin[r]` of the last one;
+        # `attention` is still in the last step's rows (see `_backtrack`).
+        history = {
+            "tokens": _write_time_step(search["history"]["tokens"], step, token),
+            "parents": _write_time_step(search["history"]["parents"], step, origin),
+            "attention": _write_time_step(search["history"]["attention"], step, attention),
+        }
+        alive_coverage = None
+        if "alive_coverage" in search:
+            alive_coverage = reorder(search["alive_coverage"]) + reorder(
+                ops.cast(attention, "float32")
+            )
 
         length = step + 1
         token = ops.reshape(token, (batch, width))
@@ -403,7 +424,8 @@ class _BeamUpdate:
         penalized = self.scorer(top_scores, length, alive_coverage)
 
         # Candidates that produced EOS compete with the finished store (by
-        # the penalised score) for its K places.
+        # the penalised score) for its K places. A finished hypothesis is
+        # kept as its last row in the history, never written again.
         finished_keys = ops.reshape(search["finished_penalized"], (batch, width))
         pool_keys = ops.concatenate([finished_keys, ops.where(ends, penalized, NEG_INF)], axis=1)
         kept_keys, kept = ops.top_k(pool_keys, width)
@@ -414,8 +436,10 @@ class _BeamUpdate:
 
         lengths = ops.full((batch * width,), 1, "int32") * length
         new_search = {
-            "finished_tokens": keep(search["finished_tokens"], alive_tokens),
-            "finished_attention": keep(search["finished_attention"], alive_attention),
+            "history": history,
+            "finished_rows": keep(
+                search["finished_rows"], ops.arange(batch * width, dtype="int32")
+            ),
             "finished_scores": keep(search["finished_scores"], ops.reshape(top_scores, (-1,))),
             "finished_penalized": ops.reshape(kept_keys, (-1,)),
             "finished_lengths": keep(search["finished_lengths"], lengths),
@@ -434,15 +458,9 @@ class _BeamUpdate:
         )
         # A done example is frozen: no live beam, so nothing more enters.
         alive_scores = ops.where(ops.expand_dims(done, -1), NEG_INF, alive_scores)
-        new_search.update(
-            {
-                "alive_scores": ops.reshape(alive_scores, (-1,)),
-                "alive_tokens": alive_tokens,
-                "alive_attention": alive_attention,
-                "alive_coverage": alive_coverage,
-                "done": done,
-            }
-        )
+        new_search.update({"alive_scores": ops.reshape(alive_scores, (-1,)), "done": done})
+        if alive_coverage is not None:
+            new_search["alive_coverage"] = alive_coverage
         next_tokens = ops.where(
             ops.reshape(alive_scores > NEG_INF / 2, (-1,)),
             ops.reshape(token, (-1,)),
@@ -451,12 +469,12 @@ class _BeamUpdate:
         return next_tokens, state, new_search
 
 
-def _beam_result(search, num_steps, batch, width, scorer, pad_id):
+def _beam_result(search, num_steps, batch, width, limit, scorer, pad_id):
     """The n-best list: finished hypotheses by penalised score, then live
     ones (cut by the step limit) to fill it; its first entry is the result."""
     alive_scores = ops.reshape(search["alive_scores"], (batch, width))
     alive_valid = alive_scores > NEG_INF / 2
-    alive_keys = scorer(alive_scores, num_steps, search["alive_coverage"])
+    alive_keys = scorer(alive_scores, num_steps, search.get("alive_coverage"))
     alive_keys = ops.where(alive_valid, alive_keys, NEG_INF)
     finished_keys = ops.reshape(search["finished_penalized"], (batch, width))
     num_finished = ops.sum(ops.cast(finished_keys > NEG_INF / 2, "int32"), axis=1, keepdims=True)
@@ -474,27 +492,21 @@ def _beam_result(search, num_steps, batch, width, scorer, pad_id):
     def per_example(x):
         return ops.reshape(x, (batch, width) + tuple(ops.shape(x)[1:]))
 
-    keys = per_example(pick(search["finished_penalized"], ops.reshape(alive_keys, (-1,))))
+    keys = pick(search["finished_penalized"], ops.reshape(alive_keys, (-1,)))
     valid = keys > NEG_INF / 2
     alive_lengths = ops.full((batch * width,), 1, "int32") * num_steps
-    tokens = per_example(pick(search["finished_tokens"], search["alive_tokens"]))
-    tokens = ops.where(ops.expand_dims(valid, -1), tokens, pad_id)
-    lengths = ops.where(valid, per_example(pick(search["finished_lengths"], alive_lengths)), 0)
-    log_probs = per_example(pick(search["finished_scores"], search["alive_scores"]))
-    log_probs = ops.where(valid, log_probs, NEG_INF)
-    finished = per_example(
-        pick(
-            ops.ones((batch * width,), "bool"),
-            ops.zeros((batch * width,), "bool"),
-        )
+    lengths = ops.where(valid, pick(search["finished_lengths"], alive_lengths), 0)
+    # A live hypothesis' last row is its slot at the last step.
+    rows = pick(search["finished_rows"], ops.arange(batch * width, dtype="int32"))
+    tokens, attention = _backtrack(search["history"], rows, lengths, batch, width, limit, pad_id)
+    log_probs = ops.where(valid, pick(search["finished_scores"], search["alive_scores"]), NEG_INF)
+    finished = pick(
+        ops.ones((batch * width,), "bool"),
+        ops.zeros((batch * width,), "bool"),
     )
     finished = ops.logical_and(finished, valid)
-    # Only the chosen hypothesis' alignment matrix is gathered.
-    best = _flat_indices(batch, 2 * width, slot[:, :1])
-    attention = ops.take(
-        _interleave(search["finished_attention"], search["alive_attention"], batch, width),
-        best,
-        axis=0,
+    keys, lengths, log_probs, finished = (
+        per_example(x) for x in (keys, lengths, log_probs, finished)
     )
     return DecodeResult(
         tokens=tokens[:, 0],
@@ -509,6 +521,50 @@ def _beam_result(search, num_steps, batch, width, scorer, pad_id):
         beam_scores=log_probs,
         beam_penalized_scores=keys,
     )
+
+
+def _backtrack(history, rows, lengths, batch, width, limit, pad_id):
+    """The tokens of the hypotheses that end in `rows` `[B*K]` (rows of the
+    history at their last step, `lengths - 1`), and the attention of each
+    example's first one.
+
+    The history holds, for every step t, the token `tokens[t, r]` that
+    candidate r produced, the row `parents[t, r]` of step t - 1 that it
+    extends, and the attention `attention[t, p]` that row p computed at step
+    t (the rows are those before step t reordered them). A hypothesis is
+    followed from its end back to step 0 through `parents` alone, and its
+    tokens and attention are then gathered in one go.
+
+    Returns tokens int32 `[B, K, L]` (PAD after each end, and for length 0)
+    and attention float32 `[B, L, S]` (zero after the end).
+    """
+    produced = ops.expand_dims(ops.arange(limit, dtype="int32"), 1) < lengths  # [L, B*K]
+
+    def back(rows, step):
+        parents, produced = step
+        return ops.where(produced, ops.take(parents, rows, axis=0), rows), rows
+
+    # path[t, e]: the row of hypothesis e at step t.
+    _, path = ops.scan(back, rows, (history["parents"], produced), reverse=True)
+    flat = batch * width
+    at_step = ops.expand_dims(ops.arange(limit, dtype="int32") * flat, 1)  # [L, 1]
+    tokens = ops.take(ops.reshape(history["tokens"], (-1,)), ops.reshape(path + at_step, (-1,)))
+    tokens = ops.where(produced, ops.reshape(tokens, (limit, flat)), pad_id)
+    tokens = ops.reshape(ops.transpose(tokens), (batch, width, limit))
+
+    # The first hypothesis of each example: its attention at step t is that
+    # of the row it extended.
+    best = path[:, ::width]
+    best_rows = ops.take_along_axis(history["parents"], best, axis=1)  # [L, B]
+    source_width = ops.shape(history["attention"])[-1]
+    attention = ops.take(
+        ops.reshape(history["attention"], (-1, source_width)),
+        ops.reshape(best_rows + at_step, (-1,)),
+        axis=0,
+    )
+    attention = ops.reshape(attention, (limit, batch, source_width))
+    attention = ops.where(ops.expand_dims(produced[:, ::width], -1), attention, 0.0)
+    return tokens, ops.transpose(attention, (1, 0, 2))
 
 
 def decode_to_lists(tokens, eos_id=3, pad_id=0, include_eos=False):
@@ -593,3 +649,9 @@ def _write_step(buffer, step, value):
     """`buffer[:, step] = value`, for a buffer `[B, L, ...]` and value `[B, ...]`."""
     start = [0, step] + [0] * (len(buffer.shape) - 2)
     return ops.slice_update(buffer, start, ops.expand_dims(ops.cast(value, buffer.dtype), 1))
+
+
+def _write_time_step(buffer, step, value):
+    """`buffer[step] = value`, for a buffer `[L, B, ...]` and value `[B, ...]`."""
+    start = [step] + [0] * (len(buffer.shape) - 1)
+    return ops.slice_update(buffer, start, ops.expand_dims(ops.cast(value, buffer.dtype), 0))

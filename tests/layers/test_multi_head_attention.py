@@ -385,6 +385,32 @@ def test_fused_kernel_is_used_when_it_can_be(
     assert len(calls) == expected_calls
 
 
+@pytest.mark.parametrize("query_rank", [2, 3])
+def test_one_query_position_matches_the_formula_without_the_fused_kernel(
+    monkeypatch, query_rank
+):
+    """A decoding step's single query is computed by products over the keys'
+    own layout (no transposed copy of the cache), with the fused kernel's
+    results: a fully masked row gives a zero context."""
+    query, value = random_inputs(query_length=1)
+    value_mask = lengths_to_mask([6, 0, 2], 6)
+    layer = make_layer()
+    layer(query, value)
+    calls = []
+    monkeypatch.setattr(
+        mha_module.ops, "dot_product_attention", lambda *a, **k: calls.append(k)
+    )
+    step_query = query[:, 0] if query_rank == 2 else query
+    output = to_numpy(layer(step_query, value, value_mask=value_mask))
+    assert not calls
+    mask = np.broadcast_to(value_mask[:, None, :], (3, 1, 6))
+    expected, _ = vaswani_reference(layer, query, value, mask)
+    expected = expected[:, 0] if query_rank == 2 else expected
+    np.testing.assert_allclose(output, expected, rtol=1e-5, atol=1e-5)
+    bias = to_numpy(layer.output_dense.bias)
+    np.testing.assert_allclose(output[1].reshape(-1, bias.shape[0])[0], bias, rtol=1e-6)
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
