@@ -620,35 +620,30 @@ def _bench_searches(runner):
     for batch in size.search_batches:
         source = _tokens((batch, size.search_source_length), model.source_vocabulary_size)
         shape = f"B={batch} S={size.search_source_length} steps={steps}"
-        runner.pair(
-            "decode",
-            "rnnsearch_small per sentence: beam_search(width 5) vs greedy_search",
-            shape,
-            compiled_with(),
-            lambda: beam(source),
-            lambda: greedy(source),
-            goal="beam_vs_greedy",
-            note="time per sentence (a call's time / B)",
-            scale=1.0 / batch,
-            details={"batch": batch},
-        )
         # Beam 5 runs the model on 5 rows per sentence, which alone costs up
         # to 5x where a step is compute-bound: greedy search over each
         # sentence 5 times measures that floor, without beam's bookkeeping.
         repeated = np.repeat(source, 5, axis=0)
-        runner.pair(
-            "decode",
-            "rnnsearch_small per sentence: greedy_search over 5 copies (beam 5's model "
-            "rows) vs greedy_search",
-            shape,
-            compiled_with(),
-            lambda: greedy(repeated),
-            lambda: greedy(source),
-            goal="beam_floor",
-            note="time per sentence (a call's time / B)",
-            scale=1.0 / batch,
-            details={"batch": batch},
-        )
+        for name, ours, goal in (
+            ("beam_search(width 5)", lambda: beam(source), "beam_vs_greedy"),
+            (
+                "greedy_search over 5 copies (beam 5's model rows)",
+                lambda: greedy(repeated),
+                "beam_floor",
+            ),
+        ):
+            runner.pair(
+                "decode",
+                f"rnnsearch_small per sentence: {name} vs greedy_search",
+                shape,
+                compiled_with(),
+                ours,
+                lambda: greedy(source),
+                goal=goal,
+                note="time per sentence (a call's time / B)",
+                scale=1.0 / batch,
+                details={"batch": batch},
+            )
 
 
 def _bench_cache(runner):
