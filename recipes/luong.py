@@ -69,41 +69,51 @@ class Luong(Seq2SeqRecipe):
         self.window = window
         self.input_feeding = bool(input_feeding)
         self.dropout = dropout
+        policy = self.dtype_policy
         self.source_embedding = keras.layers.Embedding(
-            source_vocabulary_size, embedding_dim, mask_zero=True, name="source_embedding"
+            source_vocabulary_size,
+            embedding_dim,
+            mask_zero=True,
+            dtype=policy,
+            name="source_embedding",
         )
         self.target_embedding = keras.layers.Embedding(
-            target_vocabulary_size, embedding_dim, name="target_embedding"
+            target_vocabulary_size, embedding_dim, dtype=policy, name="target_embedding"
         )
         self.encoder_layers = [
             keras.layers.LSTM(
-                hidden_dim, return_sequences=True, return_state=True, name=f"encoder_{i}"
+                hidden_dim,
+                return_sequences=True,
+                return_state=True,
+                dtype=policy,
+                name=f"encoder_{i}",
             )
             for i in range(num_layers)
         ]
         self.decoder_cells = [
-            keras.layers.LSTMCell(hidden_dim, name=f"decoder_cell_{i}")
+            keras.layers.LSTMCell(hidden_dim, dtype=policy, name=f"decoder_cell_{i}")
             for i in range(num_layers)
         ]
         # The same cells, run over a whole target when there is no input feeding.
         self.decoder = keras.layers.RNN(
-            keras.layers.StackedRNNCells(self.decoder_cells),
+            keras.layers.StackedRNNCells(self.decoder_cells, dtype=policy),
             return_sequences=True,
+            dtype=policy,
             name="decoder",
         )
         if attention == "global":
-            self.attention = LuongAttention(score=score, name="attention")
+            self.attention = LuongAttention(score=score, dtype=policy, name="attention")
         else:
             self.attention = LocalAttention(
-                mode=attention, window=window, score=score, name="attention"
+                mode=attention, window=window, score=score, dtype=policy, name="attention"
             )
         self.attentional_dense = keras.layers.Dense(
-            hidden_dim, activation="tanh", use_bias=False, name="attentional_state"
+            hidden_dim, activation="tanh", use_bias=False, dtype=policy, name="attentional_state"
         )
         self.output_projection = keras.layers.Dense(
-            target_vocabulary_size, name="output_projection"
+            target_vocabulary_size, dtype=policy, name="output_projection"
         )
-        self.dropout_layer = keras.layers.Dropout(dropout)
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=policy)
 
     @property
     def recurrent_state_keys(self):

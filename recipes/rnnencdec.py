@@ -65,29 +65,43 @@ class RNNEncDec(Seq2SeqRecipe):
         self.reverse_source = bool(reverse_source)
         self.readout_dim = readout_dim
         self.dropout = dropout
+        policy = self.dtype_policy
         self.source_embedding = keras.layers.Embedding(
-            source_vocabulary_size, embedding_dim, mask_zero=True, name="source_embedding"
+            source_vocabulary_size,
+            embedding_dim,
+            mask_zero=True,
+            dtype=policy,
+            name="source_embedding",
         )
         self.target_embedding = keras.layers.Embedding(
-            target_vocabulary_size, embedding_dim, name="target_embedding"
+            target_vocabulary_size, embedding_dim, dtype=policy, name="target_embedding"
         )
         self.encoder = keras.layers.RNN(
-            CELL_TYPES[cell_type](hidden_dim), return_state=True, name="encoder"
+            CELL_TYPES[cell_type](hidden_dim, dtype=policy),
+            return_state=True,
+            dtype=policy,
+            name="encoder",
         )
         self.initial_state_dense = keras.layers.Dense(
-            hidden_dim, activation="tanh", name="initial_state"
+            hidden_dim, activation="tanh", dtype=policy, name="initial_state"
         )
-        self.decoder_cell = CELL_TYPES[cell_type](hidden_dim, name="decoder_cell")
+        self.decoder_cell = CELL_TYPES[cell_type](hidden_dim, dtype=policy, name="decoder_cell")
         # The same cell, run over a whole target for teacher forcing.
         self.decoder = keras.layers.RNN(
-            self.decoder_cell, return_sequences=True, return_state=True, name="decoder"
+            self.decoder_cell,
+            return_sequences=True,
+            return_state=True,
+            dtype=policy,
+            name="decoder",
         )
-        self.readout = keras.layers.Dense(readout_dim, activation="tanh", name="readout")
+        self.readout = keras.layers.Dense(
+            readout_dim, activation="tanh", dtype=policy, name="readout"
+        )
         self.output_projection = keras.layers.Dense(
-            target_vocabulary_size, name="output_projection"
+            target_vocabulary_size, dtype=policy, name="output_projection"
         )
-        self.embedding_dropout = keras.layers.Dropout(dropout)
-        self.output_dropout = keras.layers.Dropout(dropout)
+        self.embedding_dropout = keras.layers.Dropout(dropout, dtype=policy)
+        self.output_dropout = keras.layers.Dropout(dropout, dtype=policy)
 
     @property
     def recurrent_state_keys(self):

@@ -54,27 +54,35 @@ class RNNSearch(Seq2SeqRecipe):
         self.attention_units = attention_units
         self.maxout_units = maxout_units
         self.dropout = dropout
+        policy = self.dtype_policy
         self.source_embedding = keras.layers.Embedding(
-            source_vocabulary_size, embedding_dim, mask_zero=True, name="source_embedding"
+            source_vocabulary_size,
+            embedding_dim,
+            mask_zero=True,
+            dtype=policy,
+            name="source_embedding",
         )
         self.target_embedding = keras.layers.Embedding(
-            target_vocabulary_size, embedding_dim, name="target_embedding"
+            target_vocabulary_size, embedding_dim, dtype=policy, name="target_embedding"
         )
         self.encoder = keras.layers.Bidirectional(
-            keras.layers.GRU(hidden_dim, return_sequences=True, return_state=True),
+            keras.layers.GRU(
+                hidden_dim, return_sequences=True, return_state=True, dtype=policy
+            ),
+            dtype=policy,
             name="encoder",
         )
         self.initial_state_dense = keras.layers.Dense(
-            hidden_dim, activation="tanh", name="initial_state"
+            hidden_dim, activation="tanh", dtype=policy, name="initial_state"
         )
-        self.attention = AdditiveAttention(attention_units, name="attention")
-        self.decoder_cell = keras.layers.GRUCell(hidden_dim, name="decoder_cell")
-        self.readout = keras.layers.Dense(2 * maxout_units, name="readout")
+        self.attention = AdditiveAttention(attention_units, dtype=policy, name="attention")
+        self.decoder_cell = keras.layers.GRUCell(hidden_dim, dtype=policy, name="decoder_cell")
+        self.readout = keras.layers.Dense(2 * maxout_units, dtype=policy, name="readout")
         self.output_projection = keras.layers.Dense(
-            target_vocabulary_size, name="output_projection"
+            target_vocabulary_size, dtype=policy, name="output_projection"
         )
-        self.embedding_dropout = keras.layers.Dropout(dropout)
-        self.output_dropout = keras.layers.Dropout(dropout)
+        self.embedding_dropout = keras.layers.Dropout(dropout, dtype=policy)
+        self.output_dropout = keras.layers.Dropout(dropout, dtype=policy)
 
     @property
     def feature_size(self):

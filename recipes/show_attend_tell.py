@@ -37,7 +37,9 @@ class AddCoordinates(keras.layers.Layer):
         return tuple(input_shape[:-1]) + (input_shape[-1] + 2,)
 
 
-def small_cnn(filters, feature_dim, grid_layers=1, separable_grid=False, name="image_encoder"):
+def small_cnn(
+    filters, feature_dim, grid_layers=1, separable_grid=False, dtype=None, name="image_encoder"
+):
     """A CNN trained from scratch: stride-2 3x3 convolutions, then
     `grid_layers` 3x3 ones at the grid's resolution, over the image and its
     pixel coordinates (`AddCoordinates`).
@@ -48,31 +50,33 @@ def small_cnn(filters, feature_dim, grid_layers=1, separable_grid=False, name="i
     grid_layers` pixels: with 3 stride-2 layers, 31 for one grid layer and
     47 for two; with 2, 31 for three grid layers. `separable_grid` makes the
     grid layers depthwise-separable, which keeps the window for about a
-    ninth of the multiplications (they dominate on a 16x16 grid).
+    ninth of the multiplications (they dominate on a 16x16 grid). `dtype` is
+    the dtype policy of every layer (the global policy when None).
     """
-    layers = [AddCoordinates(name="coordinates")]
+    layers = [AddCoordinates(dtype=dtype, name="coordinates")]
     for i, width in enumerate(filters):
-        layers += _conv_block(width, 2, f"conv_{i}")
+        layers += _conv_block(width, 2, f"conv_{i}", dtype=dtype)
     for i in range(grid_layers):
         layers += _conv_block(
             feature_dim,
             1,
             "annotations" if i == grid_layers - 1 else f"grid_{i}",
             separable=separable_grid,
+            dtype=dtype,
         )
     return keras.Sequential(layers, name=name)
 
 
-def _conv_block(filters, strides, name, separable=False):
+def _conv_block(filters, strides, name, separable=False, dtype=None):
     # Batch normalisation: trained from scratch, the CNN learns colours and
     # shapes in far fewer steps with it.
     convolution = keras.layers.SeparableConv2D if separable else keras.layers.Conv2D
     return [
         convolution(
-            filters, 3, strides=strides, padding="same", use_bias=False, name=name
+            filters, 3, strides=strides, padding="same", use_bias=False, dtype=dtype, name=name
         ),
-        keras.layers.BatchNormalization(name=f"{name}_norm"),
-        keras.layers.ReLU(name=f"{name}_relu"),
+        keras.layers.BatchNormalization(dtype=dtype, name=f"{name}_norm"),
+        keras.layers.ReLU(dtype=dtype, name=f"{name}_relu"),
     ]
 
 
@@ -213,10 +217,16 @@ class ShowAttendTell(AttentionDecoderModel):
 
         if encoder == SMALL_CNN:
             self.image_encoder = small_cnn(
-                self.encoder_filters, feature_dim, grid_layers, self.separable_grid
+                self.encoder_filters,
+                feature_dim,
+                grid_layers,
+                self.separable_grid,
+                dtype=self.dtype_policy,
             )
             self._preprocess = None
         else:
+            # keras.applications constructors take no dtype: the backbone
+            # follows the global policy.
             self.image_encoder, self._preprocess = application_backbone(
                 encoder, image_size, encoder_weights, encoder_layer
             )
@@ -224,18 +234,25 @@ class ShowAttendTell(AttentionDecoderModel):
         self.grid_shape = (int(grid[1]), int(grid[2]))
         self.annotation_dim = int(grid[3])
 
+        policy = self.dtype_policy
         self.target_embedding = keras.layers.Embedding(
-            target_vocabulary_size, embedding_dim, name="target_embedding"
+            target_vocabulary_size, embedding_dim, dtype=policy, name="target_embedding"
         )
-        self.initial_hidden = keras.layers.Dense(hidden_dim, activation="tanh", name="init_h")
-        self.initial_cell = keras.layers.Dense(hidden_dim, activation="tanh", name="init_c")
-        self.attention = SpatialSoftAttention(attention_units, name="attention")
-        self.decoder_cell = keras.layers.LSTMCell(hidden_dim, name="decoder_cell")
-        self.hidden_to_output = keras.layers.Dense(embedding_dim, name="L_h")
-        self.context_to_output = keras.layers.Dense(embedding_dim, name="L_z")
-        self.output_projection = keras.layers.Dense(target_vocabulary_size, name="L_o")
-        self.embedding_dropout = keras.layers.Dropout(dropout)
-        self.output_dropout = keras.layers.Dropout(dropout)
+        self.initial_hidden = keras.layers.Dense(
+            hidden_dim, activation="tanh", dtype=policy, name="init_h"
+        )
+        self.initial_cell = keras.layers.Dense(
+            hidden_dim, activation="tanh", dtype=policy, name="init_c"
+        )
+        self.attention = SpatialSoftAttention(attention_units, dtype=policy, name="attention")
+        self.decoder_cell = keras.layers.LSTMCell(hidden_dim, dtype=policy, name="decoder_cell")
+        self.hidden_to_output = keras.layers.Dense(embedding_dim, dtype=policy, name="L_h")
+        self.context_to_output = keras.layers.Dense(embedding_dim, dtype=policy, name="L_z")
+        self.output_projection = keras.layers.Dense(
+            target_vocabulary_size, dtype=policy, name="L_o"
+        )
+        self.embedding_dropout = keras.layers.Dropout(dropout, dtype=policy)
+        self.output_dropout = keras.layers.Dropout(dropout, dtype=policy)
 
     def build(self, input_shape=None):
         # One call on a dummy batch builds every weight (see Seq2SeqRecipe).

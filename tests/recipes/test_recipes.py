@@ -6,6 +6,7 @@ A new preset is tested by adding it to the registry: nothing here names one.
 import keras
 import numpy as np
 import pytest
+from layer_checks import MIXED_PRECISION_TOLERANCE
 from layer_checks import gradient_magnitudes
 from layer_checks import to_numpy
 
@@ -33,12 +34,12 @@ def is_captioning(name):
     return zoo.registry.task_of(zoo.registry.get_preset(name)["recipe"]) == "captioning"
 
 
-def tiny_model(name):
+def tiny_model(name, **kwargs):
     recipe = zoo.registry.get_preset(name)["recipe"]
     vocabularies = {"target_vocabulary_size": VOCABULARY}
     if not is_captioning(name):
         vocabularies["source_vocabulary_size"] = VOCABULARY
-    return zoo.registry.build(name, **vocabularies, **TINY[recipe], dropout=0.0)
+    return zoo.registry.build(name, **vocabularies, **TINY[recipe], dropout=0.0, **kwargs)
 
 
 def source_of(name):
@@ -162,6 +163,32 @@ def test_an_empty_batch_gives_empty_logits(preset_name):
     empty = {key: value[:0] for key, value in inputs(preset_name).items()}
     logits = model.predict_on_batch(empty)
     assert tuple(logits.shape) == (0, TARGET_IN.shape[1], VOCABULARY)
+
+
+def test_a_model_dtype_policy_reaches_every_sublayer(preset_name):
+    # `dtype=` on the model alone, with the global policy left at float32:
+    # every sublayer must take the model's policy (DESIGN.md), or the model
+    # silently computes in float32, or fails on mixed float16/float32 inputs.
+    policy = "mixed_float16"
+    reference = tiny_model(preset_name)
+    expected = to_numpy(reference(inputs(preset_name)))
+    model = tiny_model(preset_name, dtype=policy)
+    model(inputs(preset_name))
+    # Containers compute nothing themselves: show_attend_tell's CNN is a
+    # `keras.Sequential`, which takes no `dtype`, with its `InputLayer`.
+    containers = (keras.Model, keras.layers.InputLayer)
+    others = {
+        layer.path: layer.dtype_policy.name
+        for layer in model._flatten_layers(include_self=False)
+        if layer.dtype_policy.name != policy and not isinstance(layer, containers)
+    }
+    assert not others, f"sublayers without the model's {policy} policy: {others}"
+    model.set_weights(reference.get_weights())
+    logits = model(inputs(preset_name))
+    assert keras.backend.standardize_dtype(logits.dtype) == "float16"
+    np.testing.assert_allclose(
+        to_numpy(logits).astype("float32"), expected, atol=MIXED_PRECISION_TOLERANCE[policy]
+    )
 
 
 def test_config_round_trip(preset_name):
