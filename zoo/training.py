@@ -215,16 +215,25 @@ def _translation_data(training, splits, out, drop_remainder=False, fixed_shapes=
         out / runs.TARGET_VOCABULARY, [t for _, t in train_pairs], training
     )
 
-    def dataset(pairs, shuffle, epochs=None):
-        return data.make_translation_dataset(
+    def encode(pairs):
+        # Once per split: a training asks for its batches several times (to
+        # count them, for each `fit`, to count the tokens).
+        return data.encode_pairs(
             pairs,
+            source_tokenizer,
+            target_tokenizer,
+            max_source_length=training["max_length"],
+            max_target_length=training["max_length"],
+        )
+
+    def dataset(encoded, shuffle, epochs=None):
+        return data.make_translation_dataset(
+            encoded,
             source_tokenizer,
             target_tokenizer,
             batch_size=training["batch_size"],
             shuffle=shuffle,
             seed=training.get("seed", 0),
-            max_source_length=training["max_length"],
-            max_target_length=training["max_length"],
             epochs=epochs,
             drop_remainder=drop_remainder,
             pad_to_bucket_boundary=fixed_shapes,
@@ -241,8 +250,8 @@ def _translation_data(training, splits, out, drop_remainder=False, fixed_shapes=
         }
 
     return _TaskData(
-        functools.partial(dataset, train_pairs, True),
-        dataset(valid_pairs, shuffle=False) if valid_pairs else None,
+        functools.partial(dataset, encode(train_pairs), True),
+        dataset(encode(valid_pairs), shuffle=False) if valid_pairs else None,
         {
             "source_vocabulary_size": source_tokenizer.vocabulary_size,
             "target_vocabulary_size": target_tokenizer.vocabulary_size,

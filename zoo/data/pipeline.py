@@ -90,7 +90,8 @@ def encode_pairs(
 
     Returns:
         An `EncodedPairs`. A pair is dropped when it is longer than a limit,
-        or when either side has no tokens (a blank sentence).
+        or when either side has no tokens (a blank sentence); the count is
+        logged at INFO level.
     """
     _check_length("max_source_length", max_source_length)
     _check_length("max_target_length", max_target_length)
@@ -106,6 +107,9 @@ def encode_pairs(
         keep &= target_lengths + 1 <= max_target_length
     dropped = int(len(pairs) - keep.sum())
     if dropped:
+        logger.info(
+            "encode_pairs: dropped %d of %d pairs (too long or blank).", dropped, len(pairs)
+        )
         source = tf.ragged.boolean_mask(source, keep)
         target = tf.ragged.boolean_mask(target, keep)
     return EncodedPairs(source=source, target=target, dropped=dropped)
@@ -166,8 +170,8 @@ def make_translation_dataset(
         seed: int, the shuffle seed: the same seed gives the same batches in
             the same order, epoch after epoch.
         max_source_length, max_target_length: optional ints; longer pairs
-            are dropped (see `encode_pairs`; the count is logged at INFO
-            level, and `encode_pairs(...).dropped` gives it).
+            are dropped (see `encode_pairs`, which logs the count at INFO
+            level; `encode_pairs(...).dropped` gives it).
         bucket_boundaries: optional increasing list of ints: a pair of
             length `max(len(source), len(target_in))` goes into the bucket
             `[b_i, b_(i+1))`, and each batch holds one bucket. Default:
@@ -213,13 +217,6 @@ def make_translation_dataset(
             max_source_length=max_source_length,
             max_target_length=max_target_length,
         )
-        if encoded.dropped:
-            logger.info(
-                "make_translation_dataset: dropped %d of %d pairs (too long or "
-                "blank).",
-                encoded.dropped,
-                encoded.dropped + len(encoded),
-            )
     if bucket_boundaries is None:
         bucket_boundaries = _default_boundaries(encoded, past_longest=pad_to_bucket_boundary)
     bucket_boundaries = [int(b) for b in bucket_boundaries]
