@@ -2,6 +2,7 @@
 
 import collections
 import functools
+import json
 import logging
 import shutil
 import tempfile
@@ -318,11 +319,20 @@ def compiled_batch_shapes(preset):
         `(shapes, batches)`: the number of distinct batch shapes in one
         epoch, and the number of batches in it.
     """
+    settings = registry.get_preset(preset)
+    # Presets that share their training settings share the answer: `zoo bench
+    # train` asks for every preset, and each answer builds the data anew.
+    return _compiled_batch_shapes(
+        registry.task_of(settings["recipe"]), json.dumps(settings["training"], sort_keys=True)
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_batch_shapes(task, training_json):
     import tensorflow as tf
 
-    settings = registry.get_preset(preset)
-    training = dict(settings["training"])
-    splits, prepare_data = _task_data_source(registry.task_of(settings["recipe"]), training)
+    training = json.loads(training_json)
+    splits, prepare_data = _task_data_source(task, training)
     with tempfile.TemporaryDirectory() as folder:
         epoch = prepare_data(training, splits, Path(folder), fixed_shapes=True).train_data(None)
         shapes = collections.Counter(
