@@ -153,7 +153,10 @@ def test_an_empty_batch_gives_empty_logits(preset_name):
     # A worker's share of a short last batch under multi-worker training,
     # in a compiled step as training runs it. Not the LSTM recipes on
     # TensorFlow: keras' LSTMCell itself fails on an empty batch there
-    # ("Biases must be 1D: [0, 4 units]").
+    # ("Biases must be 1D: [0, 4 units]"). The cause is keras' TensorFlow
+    # `ops.add` (keras 3.15.1, backend/tensorflow/numpy.py): it counts a size-0
+    # axis as squeezable, so it takes the cell's second `[0, 4 units]`
+    # addend for a bias and calls `tf.nn.bias_add`.
     if keras.backend.backend() == "tensorflow" and zoo.registry.get_preset(preset_name)[
         "recipe"
     ] in ("rnnencdec", "luong", "show_attend_tell"):
