@@ -156,7 +156,9 @@ def test_an_empty_batch_gives_empty_logits(preset_name):
     # ("Biases must be 1D: [0, 4 units]"). The cause is keras' TensorFlow
     # `ops.add` (keras 3.15.1, backend/tensorflow/numpy.py): it counts a size-0
     # axis as squeezable, so it takes the cell's second `[0, 4 units]`
-    # addend for a bias and calls `tf.nn.bias_add`.
+    # addend for a bias and calls `tf.nn.bias_add`. Only a batch axis that
+    # is statically 0 trips it, as here: a train step traced with an unknown
+    # batch size, as `fit` traces it, runs an empty replica share fine.
     if keras.backend.backend() == "tensorflow" and zoo.registry.get_preset(preset_name)[
         "recipe"
     ] in ("rnnencdec", "luong", "show_attend_tell"):
