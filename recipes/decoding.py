@@ -205,8 +205,8 @@ def _greedy_update(model, step, logits, attention, hypotheses):
     token = ops.where(done, model.pad_id, token)
     attention = ops.where(ops.expand_dims(done, -1), 0.0, ops.cast(attention, "float32"))
     hypotheses = {
-        "tokens": _write_step(hypotheses["tokens"], step, token),
-        "attention": _write_step(hypotheses["attention"], step, attention),
+        "tokens": _write_step(hypotheses["tokens"], step, token, axis=1),
+        "attention": _write_step(hypotheses["attention"], step, attention, axis=1),
         "scores": ops.where(done, hypotheses["scores"], total),
         "lengths": hypotheses["lengths"] + ops.cast(ops.logical_not(done), "int32"),
         "finished": ops.logical_or(done, ops.equal(token, model.eos_id)),
@@ -407,9 +407,9 @@ class _BeamUpdate:
         # Candidate r of this step extends row `origin[r]` of the last one;
         # `attention` is still in the last step's rows (see `_backtrack`).
         history = {
-            "tokens": _write_time_step(search["history"]["tokens"], step, token),
-            "parents": _write_time_step(search["history"]["parents"], step, origin),
-            "attention": _write_time_step(search["history"]["attention"], step, attention),
+            "tokens": _write_step(search["history"]["tokens"], step, token, axis=0),
+            "parents": _write_step(search["history"]["parents"], step, origin, axis=0),
+            "attention": _write_step(search["history"]["attention"], step, attention, axis=0),
         }
         alive_coverage = None
         if "alive_coverage" in search:
@@ -645,13 +645,10 @@ def _interleave(first, second, batch, width):
     return ops.reshape(pool, (batch * 2 * width,) + rest)
 
 
-def _write_step(buffer, step, value):
-    """`buffer[:, step] = value`, for a buffer `[B, L, ...]` and value `[B, ...]`."""
-    start = [0, step] + [0] * (len(buffer.shape) - 2)
-    return ops.slice_update(buffer, start, ops.expand_dims(ops.cast(value, buffer.dtype), 1))
-
-
-def _write_time_step(buffer, step, value):
-    """`buffer[step] = value`, for a buffer `[L, B, ...]` and value `[B, ...]`."""
-    start = [step] + [0] * (len(buffer.shape) - 1)
-    return ops.slice_update(buffer, start, ops.expand_dims(ops.cast(value, buffer.dtype), 0))
+def _write_step(buffer, step, value, axis):
+    """`buffer[step] = value` along the step axis `axis` of `buffer`: 1 for
+    greedy's `[B, L, ...]` buffers, 0 for beam's time-major `[L, B, ...]`
+    history; `value` is the buffer without that axis."""
+    start = [0] * len(buffer.shape)
+    start[axis] = step
+    return ops.slice_update(buffer, start, ops.expand_dims(ops.cast(value, buffer.dtype), axis))
