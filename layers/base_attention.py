@@ -117,6 +117,15 @@ def project(projection, inputs):
         return projection(inputs)
     if isinstance(projection, keras.layers.EinsumDense):
         outputs = ops.einsum(projection.equation, inputs, projection.kernel)
+    elif len(inputs.shape) > 2 and keras.backend.backend() == "tensorflow":
+        # keras' TensorFlow matmul takes `tf.tensordot` for a rank-3 input,
+        # whose transpose has a computed permutation; inside a while loop its
+        # gradient reads that permutation from the forward pass, which XLA
+        # refuses as not a compile-time constant (`jit_compile=True`).
+        # Flattening to one 2-D product is the same product without it.
+        leading = ops.shape(inputs)[:-1]
+        outputs = ops.matmul(ops.reshape(inputs, (-1, inputs.shape[-1])), projection.kernel)
+        outputs = ops.reshape(outputs, (*leading, projection.kernel.shape[-1]))
     else:
         outputs = ops.matmul(inputs, projection.kernel)
     if projection.bias is not None:

@@ -541,11 +541,15 @@ def _backtrack(history, rows, lengths, batch, width, limit, pad_id):
     produced = ops.expand_dims(ops.arange(limit, dtype="int32"), 1) < lengths  # [L, B*K]
 
     def back(rows, step):
-        parents, produced = step
+        parents, produced = step[0], step[1] > 0
         return ops.where(produced, ops.take(parents, rows, axis=0), rows), rows
 
-    # path[t, e]: the row of hypothesis e at step t.
-    _, path = ops.scan(back, rows, (history["parents"], produced), reverse=True)
+    # path[t, e]: the row of hypothesis e at step t. The parents and the
+    # produced flags are scanned as one stacked sequence: keras' TensorFlow
+    # scan fails on several sequences whose length is unknown (the step
+    # limit of a source of unknown length).
+    steps = ops.stack([history["parents"], ops.cast(produced, "int32")], axis=1)  # [L, 2, B*K]
+    _, path = ops.scan(back, rows, steps, reverse=True)
     flat = batch * width
     at_step = ops.expand_dims(ops.arange(limit, dtype="int32") * flat, 1)  # [L, 1]
     tokens = ops.take(ops.reshape(history["tokens"], (-1,)), ops.reshape(path + at_step, (-1,)))

@@ -463,36 +463,37 @@ def test_decode_to_lists_cuts_at_eos():
     assert decode_to_lists(tokens[0]) == [5, 6]
 
 
-def test_search_compiles_to_one_graph():
-    """tf.function with an unknown batch and source length (as a serving
-    signature traces it) and jax.jit give the eager result."""
-    backend = keras.backend.backend()
-    if backend == "torch":
-        pytest.skip("torch runs the loop eagerly; nothing to compile")
+@pytest.mark.parametrize("coverage_penalty", [0.0, 0.2])
+def test_search_compiles_as_the_translator_compiles_it(coverage_penalty):
+    """Greedy and beam search compiled as `zoo.Translator` compiles them
+    (`compile_inference`: tf.function with relaxed shapes, jax.jit, eager
+    torch) and as a serving signature traces them (unknown batch and source
+    length), with the default step limit computed from the source length,
+    on two batches of different widths: each gives the eager result."""
+    from zoo.translator import compile_inference
+
     model = ToyTranslator(random_params(seed=4))
-    source = padded(SOURCES)
 
     def search(source):
-        greedy = greedy_search(model, source, max_length=5)
-        beam = beam_search(model, source, 2, length_penalty=0.6, coverage_penalty=0.2, max_length=5)
-        return greedy.tokens, beam.tokens, beam.penalized_scores, beam.attention
+        greedy = greedy_search(model, source)
+        beam = beam_search(model, source, 2, length_penalty=0.6, coverage_penalty=coverage_penalty)
+        return (
+            greedy.tokens, greedy.attention, beam.tokens, beam.penalized_scores,
+            beam.attention, beam.beam_tokens,
+        )
 
-    if backend == "tensorflow":
+    compiled = [compile_inference(search)]
+    if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
-        compiled = tf.function(search, input_signature=[tf.TensorSpec([None, None], tf.int32)])
-    else:
-        import jax
-
-        compiled = jax.jit(search)
-    for eager, graph in zip(search(source), compiled(source)):
-        graph, eager = ops.convert_to_numpy(graph), ops.convert_to_numpy(eager)
-        np.testing.assert_allclose(graph, eager, atol=1e-6)
-    if backend == "tensorflow":
-        # Unknown source length: the ratio limit is computed in the graph.
-        default = tf.function(
-            lambda s: greedy_search(model, s).tokens,
-            input_signature=[tf.TensorSpec([None, None], tf.int32)],
-        )
-        assert tuple(default(source).shape) == (3, 18)
-
+        signature = [tf.TensorSpec([None, None], tf.int32)]
+        compiled.append(tf.function(search, input_signature=signature))
+    batches = [padded(SOURCES), padded([[5, 1, 6, 2, 8, 4, 7, 3], [6], [7, 7, 1], [2, 4]])]
+    for function in compiled:
+        for source in batches:
+            for eager, graph in zip(search(source), function(source)):
+                graph, eager = ops.convert_to_numpy(graph), ops.convert_to_numpy(eager)
+                assert graph.shape == eager.shape
+                np.testing.assert_allclose(graph, eager, atol=1e-6)
+    # The step limit follows each batch's width: ceil(1.5 * S) + 10.
+    assert [tuple(compiled[-1](source)[0].shape) for source in batches] == [(3, 18), (4, 22)]

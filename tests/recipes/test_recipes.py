@@ -13,7 +13,6 @@ from layer_checks import to_numpy
 import zoo.registry
 from tiny_configs import TINY
 from zoo.recipes.decoding import greedy_search
-from zoo.recipes.seq2seq import AttentionDecoderModel
 from zoo.recipes.seq2seq import default_jit_compile
 from zoo.recipes.seq2seq import reverse_valid_tokens
 
@@ -108,43 +107,51 @@ def test_every_weight_gets_a_gradient_and_fit_runs(preset_name):
     assert np.isfinite(history.history["loss"][0])
 
 
-def recurrent_presets():
-    """The first preset of each recipe whose decoder runs `recurrent_step`."""
-    first_of_recipe = {}
-    for name in sorted(zoo.registry.PRESETS):
-        recipe = zoo.registry.get_preset(name)["recipe"]
-        step = zoo.registry.recipe_class(recipe).recurrent_step
-        if step is not AttentionDecoderModel.recurrent_step:
-            first_of_recipe.setdefault(recipe, name)
-    return sorted(first_of_recipe.values())
+def unknown_shape_batches(name):
+    """The tiny batch as `fit` gets it from `zoo.data`: a `tf.data.Dataset`
+    whose batch size and lengths are unknown when the train step is traced
+    (images keep their fixed size)."""
+    import tensorflow as tf
+
+    features = inputs(name)
+
+    def spec(key, value):
+        dims = [None] + (list(value.shape[1:]) if key == "image" else [None])
+        return tf.TensorSpec(dims, tf.as_dtype(value.dtype))
+
+    signature = (
+        {key: spec(key, value) for key, value in features.items()},
+        tf.TensorSpec([None, None], tf.int32),
+    )
+    return tf.data.Dataset.from_generator(
+        lambda: iter([(features, TARGET_OUT)]), output_signature=signature
+    )
 
 
 @pytest.mark.skipif(
     keras.backend.backend() != "tensorflow", reason="jit_compile=True is XLA only on TensorFlow"
 )
-# Two of the four (about 10 s of XLA compilation each): additive attention,
-# and Luong's scores with input feeding; `zoo bench train` compiles all.
-@pytest.mark.parametrize(
-    "name", [n for n in recurrent_presets() if n.startswith(("rnnsearch", "luong"))]
-)
-def test_xla_train_steps_match_the_uncompiled_ones(name):
-    reference = tiny_model(name)
-    reference.build()
+def test_xla_train_steps_match_the_uncompiled_ones(preset_name):
+    # `zoo train --jit-compile on` for every preset: two XLA train steps
+    # traced with unknown batch and lengths, as `fit` traces them on the
+    # training data, give the losses of the uncompiled steps.
+    reference = tiny_model(preset_name)
+    reference(inputs(preset_name))
     weights = reference.get_weights()
     losses = {}
     for jit_compile in (True, False):
-        model = tiny_model(name)
-        model.build()
+        model = tiny_model(preset_name)
+        model(inputs(preset_name))
         model.set_weights(weights)
         model.compile(
             optimizer=keras.optimizers.SGD(0.5),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
             jit_compile=jit_compile,
         )
-        # The second step's loss holds the first step's gradient too.
-        losses[jit_compile] = [
-            float(model.train_on_batch(inputs(name), TARGET_OUT)) for _ in range(2)
-        ]
+        # One batch an epoch; the second epoch's loss holds the first
+        # step's gradient too.
+        history = model.fit(unknown_shape_batches(preset_name), epochs=2, verbose=0)
+        losses[jit_compile] = history.history["loss"]
     assert losses[True][0] != losses[True][1]
     np.testing.assert_allclose(losses[True], losses[False], rtol=1e-5)
 

@@ -92,6 +92,17 @@ def test_evaluate_prints_bleu_with_signature_and_length_table(capsys, tiny_run):
 
 
 @pytest.mark.tensorflow_only
+def test_evaluate_with_beam_search_over_batches_of_several_widths(capsys, tiny_run):
+    # 130 test sentences make three batches of different source widths: the
+    # compiled search is traced again with unknown shapes after the first.
+    code, out, err = run_cli(capsys, "evaluate", str(tiny_run), "--beam", "3", "--limit", "130")
+    assert code == 0, err
+    assert "nrefs:1" in out
+    counts = [line.split("|")[2].strip() for line in out.splitlines() if line.startswith("| ")]
+    assert sum(int(count) for count in counts if count.isdigit()) == 130  # every sentence
+
+
+@pytest.mark.tensorflow_only
 def test_reloaded_run_translates_like_the_trained_model(tiny_run):
     first = zoo.load(tiny_run)
     second = zoo.load(tiny_run)

@@ -130,13 +130,15 @@ SENTENCES = [
 
 @pytest.fixture(scope="module")
 def served(translation_run, caption_run, tmp_path_factory):
-    """Exports both runs (the captioner with beam search) and runs every
+    """Exports both runs (with beam search) and runs every
     signature once in a process without zoo; returns what it needs and got."""
     folder = tmp_path_factory.mktemp("served")
     translator = zoo.load(translation_run)
     captioner = zoo.load(caption_run)
     translator_out = folder / "translator"
-    assert cli.main(["export", str(translation_run), "--out", str(translator_out)]) == 0
+    # Beam search as the CLI exports it: traced with an unknown batch and
+    # source length, which is where TensorFlow's scan once failed.
+    assert cli.main(["export", str(translation_run), "--out", str(translator_out), "--beam", "3"]) == 0
     captioner_out = folder / "captioner"
     captioner_out.mkdir()
     (captioner_out / "stale.txt").write_text("an older export")
@@ -193,6 +195,7 @@ def served(translation_run, caption_run, tmp_path_factory):
     assert result.returncode == 0, result.stderr[-3000:]
     return {
         "folder": folder,
+        "translation_run": translation_run,
         "translator": translator,
         "captioner": captioner,
         "images": images,
@@ -214,9 +217,15 @@ def test_overwrite_replaces_the_output_and_leaves_no_temporary(served):
     assert not [path.name for path in folder.iterdir() if path.name.startswith(".")]
 
 
-def test_translate_signature_gives_the_python_translations(served):
-    expected = served["translator"].translate(SENTENCES)
-    assert served["out"]["translations"] == [t.text for t in expected]
+def test_translate_signature_gives_the_translations_of_zoo_translate(served, capsys):
+    code, out, _ = run_cli(
+        capsys, "translate", str(served["translation_run"]), *SENTENCES, "--beam", "3"
+    )
+    assert code == 0
+    printed = out.split("\n")[:-1]  # one line a sentence, empty ones too
+    assert served["out"]["translations"] == printed
+    expected = served["translator"].translate(SENTENCES, beam=3, length_penalty=0.6)
+    assert printed == [t.text for t in expected]
     np.testing.assert_allclose(
         served["out"]["scores"], [t.score for t in expected], rtol=1e-5, atol=1e-4
     )
