@@ -291,6 +291,8 @@ def command_translate(args):
     translator = zoo.load(args.run_dir)
     if translator.config.get("task") == "captioning":
         raise UserError(f"{args.run_dir!r} is a captioning run: use `zoo caption`")
+    if args.plot:
+        plots.prepare_output(args.plot)  # a bad path fails before decoding
     translations = translator.translate(
         args.sentences, beam=args.beam, length_penalty=args.length_penalty
     )
@@ -312,6 +314,8 @@ def command_caption(args):
     captioner = zoo.load(args.run_dir)
     if captioner.config.get("task") != "captioning":
         raise UserError(f"{args.run_dir!r} is a translation run: use `zoo translate`")
+    if args.plot:
+        plots.prepare_output(args.plot)  # a bad path fails before decoding
     captions = captioner.caption_files(
         args.images, beam=args.beam, length_penalty=args.length_penalty
     )

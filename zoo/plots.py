@@ -19,6 +19,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from zoo.errors import ZooUserError
+
 # Inches per token along each axis, and the fixed margin for the colour bar
 # and tick labels: the cells stay square and readable for 5 or 50 tokens.
 _INCHES_PER_TOKEN = 0.35
@@ -90,8 +92,7 @@ def plot_alignment(weights, source_tokens, target_tokens, path, title=None):
         )
 
     figure = _alignment_figure(weights, source_tokens, target_tokens, title)
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = prepare_output(path)
     _save_atomically(figure, path)
     return path
 
@@ -166,8 +167,7 @@ def plot_caption_attention(image, words, attention_maps, path, title=None):
         )
 
     figure = _caption_attention_figure(image, words, maps, title)
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = prepare_output(path)
     _save_atomically(figure, path)
     return path
 
@@ -238,6 +238,32 @@ def _alignment_figure(weights, source_tokens, target_tokens, title):
     if title is not None:
         axes.set_title(str(title), parse_math=False)
     return figure
+
+
+class PlotPathError(ZooUserError):
+    """A plot's path can't be written: its folder can't be made, or it is a folder."""
+
+
+def prepare_output(path):
+    """Makes the folder of the PNG `path` and returns it as a `Path`.
+
+    Called before the work whose result is plotted (the command line does),
+    a bad path fails at once with a one-line error rather than after it.
+
+    Raises:
+        PlotPathError: the folder can't be created, or `path` is a folder.
+    """
+    path = pathlib.Path(path)
+    if path.is_dir():
+        raise PlotPathError(f"--plot {str(path)!r} is a folder; name a .png file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise PlotPathError(
+            f"cannot create the folder of --plot {str(path)!r}: {error.strerror}; "
+            "choose another path"
+        ) from None
+    return path
 
 
 def _save_atomically(figure, path):

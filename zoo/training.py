@@ -99,6 +99,9 @@ def _open_run_directory(out, overwrite, preset, training):
     else is refused with a one-line error.
     """
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        # Refused with --overwrite too: a run replaces a folder, never a file.
+        raise TrainingError(f"--out {str(out)!r} is a file, not a folder; choose another --out")
     if out.exists() and any(out.iterdir()) and not overwrite:
         config_path = out / runs.CONFIG
         if not config_path.is_file():
@@ -127,7 +130,12 @@ def _open_run_directory(out, overwrite, preset, training):
         return out, True
     if out.exists() and overwrite:
         shutil.rmtree(out)
-    (out / runs.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
+    try:
+        (out / runs.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise TrainingError(
+            f"cannot create the run directory {str(out)!r}: {error.strerror}; choose another --out"
+        ) from None
     return out, False
 
 

@@ -153,3 +153,41 @@ def test_jit_compile_option_reaches_training(capsys, monkeypatch, flag, expected
     code, _, err = run_cli(capsys, "train", "transformer_small", *flag)
     assert_one_line_error(code, err, "recorded")
     assert received["jit_compile"] is expected
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize("extra", [[], ["--overwrite"]])
+def test_out_naming_a_file_is_one_line_and_keeps_the_file(capsys, tmp_path, extra):
+    existing = tmp_path / "notes.txt"
+    existing.write_text("keep me")
+    code, _, err = run_cli(
+        capsys, "train", "rnnsearch_small", "--train-size", "64", "--out", str(existing), *extra
+    )
+    assert_one_line_error(code, err, "notes.txt", "is a file", "--out")
+    assert existing.read_text() == "keep me"
+
+
+@pytest.mark.tensorflow_only
+def test_out_inside_a_file_is_one_line(capsys, tmp_path):
+    existing = tmp_path / "notes.txt"
+    existing.write_text("keep me")
+    code, _, err = run_cli(
+        capsys, "train", "rnnsearch_small", "--train-size", "64", "--out", str(existing / "run")
+    )
+    assert_one_line_error(code, err, "cannot create the run directory", "--out")
+    assert existing.read_text() == "keep me"
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize("where", ["inside a file", "a folder"])
+def test_plot_that_cannot_be_written_is_one_line(capsys, tiny_run, tmp_path, where):
+    blocker = tmp_path / "blocker"
+    if where == "a folder":
+        blocker.mkdir()
+        plot, words = blocker, ("is a folder", "--plot")
+    else:
+        blocker.write_text("a file where a folder should be")
+        plot, words = blocker / "plots" / "alignment.png", ("cannot create the folder", "--plot")
+    code, out, err = run_cli(capsys, "translate", str(tiny_run), "a cat.", "--plot", str(plot))
+    assert_one_line_error(code, err, *words)
+    assert out == "", "it translated before refusing the plot path"
