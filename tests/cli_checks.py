@@ -18,3 +18,26 @@ def assert_one_line_error(code, err, *words):
     assert "Traceback" not in err
     for word in words:
         assert word in lines[0]
+
+
+def train_keeping_the_model(*argv):
+    """Runs `zoo train ARGV` in-process and returns the model that training
+    held in memory when it saved its final weights, with a copy of those
+    weights taken then (to compare a reloaded run with)."""
+    import pytest
+
+    from zoo import runs
+
+    held = {}
+    save_weights = runs.save_weights
+
+    def recording(model, path):
+        if path.name == runs.WEIGHTS:
+            held["model"], held["weights"] = model, [w.copy() for w in model.get_weights()]
+        return save_weights(model, path)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runs, "save_weights", recording)
+        code = cli.main(["train", *argv])
+    assert code == 0
+    return held["model"], held["weights"]

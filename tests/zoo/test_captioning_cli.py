@@ -8,9 +8,11 @@ import pytest
 
 from cli_checks import assert_one_line_error
 from cli_checks import run_cli
+from cli_checks import train_keeping_the_model
 
 import zoo
 from zoo import cli
+from zoo.captioner import Captioner
 from zoo.data import captions
 
 pytestmark = pytest.mark.tensorflow_only  # tf.data training; the recipe itself is swept on every backend
@@ -24,14 +26,19 @@ def write_png(path, image):
 
 
 @pytest.fixture(scope="module")
-def caption_run(tmp_path_factory):
+def trained(tmp_path_factory):
+    """A tiny run, and the model and weights that training held at its end."""
     out = tmp_path_factory.mktemp("runs") / "captions"
-    code = cli.main(
-        ["train", "show_attend_tell_small", "--train-size", "48", "--epochs", "1",
-         "--batch-size", "32", "--out", str(out)]
+    model, weights = train_keeping_the_model(
+        "show_attend_tell_small", "--train-size", "48", "--epochs", "1", "--batch-size", "32",
+        "--out", str(out),
     )
-    assert code == 0
-    return out
+    return out, model, weights
+
+
+@pytest.fixture(scope="module")
+def caption_run(trained):
+    return trained[0]
 
 
 @pytest.fixture(scope="module")
@@ -70,18 +77,20 @@ def test_evaluate_prints_caption_metrics_and_localisation(capsys, caption_run):
         assert name in out, name
 
 
-def test_reloaded_run_captions_like_the_saved_one(caption_run, scene):
-    first = zoo.load(caption_run)
-    second = zoo.load(caption_run)
-    second.model.set_weights([np.zeros_like(w) for w in second.model.get_weights()])
-    second.model.load_weights(caption_run / "model.weights.h5")
+def test_reloaded_run_captions_like_the_trained_model(trained, scene):
+    out, model, weights = trained
+    reloaded = zoo.load(out)
+    for saved, loaded in zip(weights, reloaded.model.get_weights(), strict=True):
+        np.testing.assert_array_equal(loaded, saved)
+    in_memory = Captioner(model, reloaded.tokenizer, reloaded.config)
     images = np.stack([example.image for example in scene])
-    expected = first.caption(images)
-    reloaded = second.caption(images)
-    assert [c.text for c in reloaded] == [c.text for c in expected]
-    for a, b in zip(expected, reloaded):
-        assert a.attention.shape == (len(a.words),) + tuple(first.model.grid_shape)
-        np.testing.assert_allclose(a.attention, b.attention, atol=1e-6)
+    expected = in_memory.caption(images)
+    got = reloaded.caption(images)
+    assert [c.text for c in got] == [c.text for c in expected]
+    for a, b in zip(expected, got):
+        assert a.attention.shape == (len(a.words),) + tuple(model.grid_shape)
+        np.testing.assert_allclose(b.attention, a.attention, atol=1e-6)
+        np.testing.assert_allclose(b.score, a.score, rtol=1e-6)
 
 
 def test_wrong_image_shape_is_a_clear_error(caption_run):

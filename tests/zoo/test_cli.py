@@ -8,10 +8,12 @@ import pytest
 
 from cli_checks import assert_one_line_error
 from cli_checks import run_cli
+from cli_checks import train_keeping_the_model
 
 import zoo
 from zoo import cli
 from zoo import registry
+from zoo.translator import Translator
 
 
 def test_list_shows_every_preset(capsys):
@@ -51,14 +53,19 @@ def test_console_script_reports_without_traceback():
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
+def trained(tmp_path_factory):
+    """A tiny run, and the model and weights that training held at its end."""
     out = tmp_path_factory.mktemp("runs") / "run"
-    code = cli.main(
-        ["train", "rnnsearch_small", "--train-size", "64", "--epochs", "1",
-         "--batch-size", "32", "--out", str(out)]
+    model, weights = train_keeping_the_model(
+        "rnnsearch_small", "--train-size", "64", "--epochs", "1", "--batch-size", "32",
+        "--out", str(out),
     )
-    assert code == 0
-    return out
+    return out, model, weights
+
+
+@pytest.fixture(scope="module")
+def tiny_run(trained):
+    return trained[0]
 
 
 @pytest.mark.tensorflow_only
@@ -103,15 +110,19 @@ def test_evaluate_with_beam_search_over_batches_of_several_widths(capsys, tiny_r
 
 
 @pytest.mark.tensorflow_only
-def test_reloaded_run_translates_like_the_trained_model(tiny_run):
-    first = zoo.load(tiny_run)
-    second = zoo.load(tiny_run)
-    second.model.set_weights([np.zeros_like(w) for w in second.model.get_weights()])
-    second.model.load_weights(tiny_run / "model.weights.h5")
+def test_reloaded_run_translates_like_the_trained_model(trained):
+    out, model, weights = trained
+    reloaded = zoo.load(out)
+    for saved, loaded in zip(weights, reloaded.model.get_weights(), strict=True):
+        np.testing.assert_array_equal(loaded, saved)
+    in_memory = Translator(
+        model, reloaded.source_tokenizer, reloaded.target_tokenizer, reloaded.config
+    )
     sentences = ["the small dog sees a cat.", "a red bird sleeps."]
-    assert [t.text for t in first.translate(sentences)] == [
-        t.text for t in second.translate(sentences)
-    ]
+    expected = in_memory.translate(sentences, beam=2)
+    got = reloaded.translate(sentences, beam=2)
+    assert [t.text for t in got] == [t.text for t in expected]
+    np.testing.assert_allclose([t.score for t in got], [t.score for t in expected], rtol=1e-6)
 
 
 @pytest.mark.tensorflow_only
