@@ -3,6 +3,7 @@
 Pure Python (sacrebleu), so it runs in every backend's process.
 """
 
+import numpy as np
 import pytest
 import sacrebleu
 from sacrebleu.metrics import BLEU
@@ -140,6 +141,33 @@ def test_bucket_scores_use_only_their_sentences():
     assert rows["11-20"].bleu == 0.0  # a real zero, not "empty"
     assert rows["21-30"].count == 0 and rows["21-30"].bleu is None
     assert rows[">60"].bleu == pytest.approx(100.0)
+
+
+def test_a_bucket_scores_corpus_bleu_of_its_sentences_not_their_mean():
+    # Partial matches, where a bucket's corpus BLEU (n-gram counts pooled)
+    # and the mean of its sentence BLEUs differ; 0 and 100 can't tell them apart.
+    sources = [_words(5), _words(6), _words(15), _words(16)]
+    references = [
+        "the cat sat on the red mat today", "a dog ran in the big park",
+        "two birds sing in a tall tree", "the boy reads a long book",
+    ]
+    hypotheses = [
+        "the cat sat on the mat", "a dog ran in a big park",
+        "two birds sing in the tree", "a boy reads the long book",
+    ]
+    rows = {row.label: row for row in bleu_by_length(sources, hypotheses, references)}
+    for label, part in (("1-10", slice(0, 2)), ("11-20", slice(2, 4))):
+        expected = sacrebleu.corpus_bleu(hypotheses[part], [references[part]]).score
+        mean_of_sentences = np.mean(
+            [sacrebleu.sentence_bleu(h, [r]).score for h, r in zip(hypotheses[part], references[part])]
+        )
+        assert abs(expected - mean_of_sentences) > 1.0  # the case tells them apart
+        assert 0.0 < expected < 100.0
+        assert rows[label].bleu == pytest.approx(expected, abs=1e-9)
+    # The whole-corpus score pools all four.
+    assert corpus_bleu(hypotheses, references).score == pytest.approx(
+        sacrebleu.corpus_bleu(hypotheses, [references]).score, abs=1e-9
+    )
 
 
 def test_bleu_by_length_with_tokenized_sources_and_several_references():
