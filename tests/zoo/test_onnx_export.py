@@ -157,10 +157,10 @@ def test_graphs_agree_with_encode_and_decode_step(exports, preset, batch, length
         tokens = logits.argmax(axis=-1).astype("int32")
 
 
-# Beam search is recipes.decoding's own code on both sides. Checked on the
-# image source, whose attention width comes from a decode step; tracing the
-# Keras beam search of a token source costs the file 15 s more.
-@pytest.mark.parametrize("preset", ["show_attend_tell_small"])
+# Beam search is recipes.decoding's own code on both sides: on a token
+# source (its step limit computed from the source length) and on the image
+# source (its attention width comes from a decode step).
+@pytest.mark.parametrize("preset", ["rnnsearch_small", "show_attend_tell_small"])
 def test_beam_search_through_the_runner_equals_the_python_api(exports, preset):
     keras_side, onnx_side = exports(preset)[2:]
     if isinstance(onnx_side, onnx_runner.OnnxCaptioner):
@@ -171,6 +171,7 @@ def test_beam_search_through_the_runner_equals_the_python_api(exports, preset):
         expected = keras_side.translate(SENTENCES[:3], beam=3, length_penalty=0.6)
         got = onnx_side.translate(SENTENCES[:3], beam=3, length_penalty=0.6)
         assert [t.target_pieces for t in got] == [t.target_pieces for t in expected]
+    np.testing.assert_allclose([x.score for x in got], [x.score for x in expected], atol=TOLERANCE)
 
 
 # --- refusals -----------------------------------------------------------------
