@@ -9,15 +9,21 @@ from numpy_reference import random_inputs
 from zoo.layers import AdditiveAttention
 
 
-def bahdanau_reference(layer, query, value, value_mask):
-    """e_ij = v_a^T tanh(W_a s_i + b + U_a h_j); c_i = sum_j softmax_j(e_ij) h_j."""
+def bahdanau_reference(layer, query, value, value_mask, *, units, use_bias, normalize):
+    """e_ij = v_a^T tanh(W_a s_i + b + U_a h_j); c_i = sum_j softmax_j(e_ij) h_j.
+
+    The configuration comes from the test's own arguments; only the weights
+    are read from the layer.
+    """
     w_a = to_numpy(layer.query_dense.kernel)
     u_a = to_numpy(layer.key_dense.kernel)
     v_a = to_numpy(layer.attention_v)
+    assert w_a.shape == (query.shape[-1], units) and u_a.shape == (value.shape[-1], units)
+    assert v_a.shape == (units,)
     projected_query = query @ w_a
-    if layer.use_bias:
+    if use_bias:
         projected_query = projected_query + to_numpy(layer.query_dense.bias)
-    if layer.normalize:
+    if normalize:
         v_a = to_numpy(layer.attention_g) * v_a / np.linalg.norm(v_a)
     hidden = np.tanh(projected_query[:, :, None, :] + (value @ u_a)[:, None, :, :])
     weights = masked_softmax(hidden @ v_a, value_mask[:, None, :])
@@ -32,8 +38,18 @@ def test_matches_the_papers_formula(use_bias, normalize):
     layer = AdditiveAttention(
         units=4, use_bias=use_bias, normalize=normalize, bias_initializer="random_normal"
     )
+    layer.build(query.shape, value.shape)
+    # Every weight away from a value that would hide it: the bias non-zero
+    # (so a dropped or an extra bias shows), g away from its initial value.
+    for weight in layer.weights:
+        if weight.path.endswith("bias"):
+            assert np.all(to_numpy(weight) != 0), weight.path
+        if weight.path.endswith("attention_g"):
+            weight.assign(1.7)
     context, weights = layer(query, value, value_mask=value_mask, return_attention_scores=True)
-    expected_context, expected_weights = bahdanau_reference(layer, query, value, value_mask)
+    expected_context, expected_weights = bahdanau_reference(
+        layer, query, value, value_mask, units=4, use_bias=use_bias, normalize=normalize
+    )
     np.testing.assert_allclose(to_numpy(weights), expected_weights, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(to_numpy(context), expected_context, rtol=1e-5, atol=1e-5)
     assert np.all(to_numpy(weights)[~np.broadcast_to(value_mask[:, None, :], weights.shape)] == 0)

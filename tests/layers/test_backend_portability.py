@@ -1,16 +1,22 @@
 """Our layers on every backend: no TensorFlow needed, weights portable."""
 
+import json
 import os
+import pkgutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import keras
 import numpy as np
+import pytest
 from layer_checks import to_numpy
 from numpy_reference import lengths_to_mask
+from tiny_configs import TINY
 
 import zoo.layers
+import zoo.recipes
 
 BACKENDS = ("tensorflow", "jax", "torch")
 
@@ -28,30 +34,140 @@ def run_python(code, backend):
     return result.stdout
 
 
-def test_layers_run_without_loading_tensorflow():
-    # From the tensorflow process, check jax (TensorFlow is loaded there anyway).
-    backend = keras.backend.backend()
-    backend = "jax" if backend == "tensorflow" else backend
-    output = run_python(
-        """
-        import sys
-        import numpy as np
-        import zoo.layers, zoo.recipes
-        query = np.ones((2, 3, 4), "float32")
-        value = np.ones((2, 5, 4), "float32")
-        for name in zoo.layers.__all__:
-            layer_class = getattr(zoo.layers, name)
-            if name == "AdditiveAttention":
-                layer_class(units=4)(query, value)
-            elif name in ("LuongAttention", "LocalAttention"):
-                layer_class()(query, value)
-            elif name == "MultiHeadAttention":
-                layer_class(num_heads=2, key_dim=2)(query, value)
-        print("tensorflow loaded:", "tensorflow" in sys.modules)
-        """,
-        backend,
-    )
-    assert "tensorflow loaded: False" in output
+# Every recipe module, by file: a new recipe is checked without being named
+# here, and the known ones must all be found (an empty or moved package fails).
+RECIPE_MODULES = sorted(
+    info.name for info in pkgutil.iter_modules(zoo.recipes.__path__) if not info.ispkg
+)
+KNOWN_RECIPE_MODULES = {
+    "decoding", "luong", "rnnencdec", "rnnsearch", "seq2seq", "show_attend_tell", "transformer"
+}
+TESTS_DIRECTORY = str(Path(__file__).resolve().parents[1])
+
+# Imports every recipe module, calls every public name of zoo.layers and
+# (with BUILD_MODELS) builds one tiny model of every recipe, then reports
+# which tensorflow modules got loaded. With BLOCK, `import tensorflow` fails
+# as if it were not installed, so a recipe or layer that imports it fails
+# where it does.
+NO_TENSORFLOW_PROGRAM = """
+import sys
+if BLOCK:
+    sys.modules["tensorflow"] = None  # `import tensorflow` raises ImportError
+import importlib
+import json
+import numpy as np
+import keras
+import zoo.layers
+import zoo.registry
+sys.path.insert(0, TESTS_DIRECTORY)
+from tiny_configs import TINY
+
+for module in RECIPE_MODULES:
+    importlib.import_module("zoo.recipes." + module)
+
+rng = np.random.default_rng(0)
+query = rng.normal(size=(2, 3, 4)).astype("float32")
+value = rng.normal(size=(2, 5, 4)).astype("float32")
+value_mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], bool)
+grid = rng.normal(size=(2, 2, 3, 4)).astype("float32")
+L = zoo.layers
+CALLS = {
+    "AdditiveAttention": lambda: [
+        L.AdditiveAttention(units=4, normalize=normalize)(query, value, value_mask=value_mask)
+        for normalize in (False, True)
+    ],
+    "LuongAttention": lambda: [
+        L.LuongAttention(score=score, scale=True)(query, value, value_mask=value_mask)
+        for score in ("dot", "general", "concat")
+    ],
+    "LocalAttention": lambda: [
+        L.LocalAttention(mode=mode, window=1)(query, value, value_mask=value_mask)
+        for mode in ("local-m", "local-p")
+    ],
+    "MultiHeadAttention": lambda: L.MultiHeadAttention(num_heads=2, key_dim=2)(
+        query, value, value_mask=value_mask
+    ),
+    "SpatialSoftAttention": lambda: L.SpatialSoftAttention(units=4)(query, grid),
+    "doubly_stochastic_penalty": lambda: L.doubly_stochastic_penalty(
+        L.SpatialSoftAttention(units=4)(query, grid, return_attention_scores=True)[1]
+    ),
+    "masked_softmax": lambda: L.masked_softmax(query, query > 0),
+    "BaseAttention": lambda: None,  # abstract; every subclass above is called
+}
+unchecked = sorted(set(L.__all__) - set(CALLS))
+assert not unchecked, f"add a call of {unchecked} to this check"
+called = []
+for name in L.__all__:
+    keras.tree.map_structure(keras.ops.convert_to_numpy, CALLS[name]())
+    called.append(name)
+
+first_preset = {}
+for preset in sorted(zoo.registry.PRESETS):
+    first_preset.setdefault(zoo.registry.get_preset(preset)["recipe"], preset)
+source = np.array([[5, 6, 7, 4], [9, 4, 0, 0]], "int32")
+images = rng.random((2, 16, 16, 3)).astype("float32")
+target_in = np.array([[2, 5, 6], [2, 8, 0]], "int32")
+built = []
+for recipe, preset in sorted(first_preset.items() if BUILD_MODELS else []):
+    captioning = zoo.registry.task_of(recipe) == "captioning"
+    vocabularies = {"target_vocabulary_size": 13}
+    if not captioning:
+        vocabularies["source_vocabulary_size"] = 13
+    model = zoo.registry.build(preset, **vocabularies, **TINY[recipe], dropout=0.0)
+    if CALL_MODELS:
+        inputs = {"image": images} if captioning else {"source": source}
+        keras.ops.convert_to_numpy(model({**inputs, "target_in": target_in}))
+        from zoo.recipes.decoding import greedy_search
+        greedy_search(model, images if captioning else source, max_length=2)
+    built.append(recipe)
+
+loaded = sorted(
+    name for name, module in sys.modules.items()
+    if module is not None and name.split(".")[0] == "tensorflow"
+)
+print(json.dumps({
+    "backend": keras.backend.backend(),
+    "recipe_modules": sorted(m for m in sys.modules if m.startswith("zoo.recipes.")),
+    "called": called,
+    "recipes_built": built,
+    "tensorflow_modules": loaded[:5],
+}))
+"""
+
+
+@pytest.mark.parametrize("tensorflow", ["blocked", "installed"])
+def test_layers_and_recipes_run_without_tensorflow(tensorflow):
+    """"blocked": everything runs with `import tensorflow` failing.
+    "installed": importing the layers and recipes and calling the layers
+    loads no TensorFlow. (Building a recipe model does, when TensorFlow is
+    installed: Keras' own serialization_lib asks `tf.available`, e.g. in
+    `Bidirectional.__init__`; so the models are built only when blocked.)
+    """
+    # From the tensorflow process, check jax (TensorFlow is loaded there
+    # anyway); the jax and torch processes check their own backend.
+    here = keras.backend.backend()
+    backend = "jax" if here == "tensorflow" else here
+    assert backend in ("jax", "torch")
+    assert KNOWN_RECIPE_MODULES <= set(RECIPE_MODULES), RECIPE_MODULES
+    settings = {
+        "BLOCK": tensorflow == "blocked",
+        "BUILD_MODELS": tensorflow == "blocked",
+        "RECIPE_MODULES": RECIPE_MODULES,
+        "TESTS_DIRECTORY": TESTS_DIRECTORY,
+        # A forward pass and a greedy decode of each tiny model: a few
+        # seconds on eager torch, a minute and a half of jax compilation
+        # (test_recipes runs them there), so torch only.
+        "CALL_MODELS": tensorflow == "blocked" and backend == "torch",
+    }
+    prelude = "".join(f"{name} = {value!r}\n" for name, value in settings.items())
+    output = run_python(prelude + NO_TENSORFLOW_PROGRAM, backend)
+    report = json.loads(output.strip().splitlines()[-1])
+    assert report["backend"] == backend
+    assert report["recipe_modules"] == [f"zoo.recipes.{m}" for m in RECIPE_MODULES]
+    assert set(report["called"]) == set(zoo.layers.__all__)
+    assert "SpatialSoftAttention" in report["called"]
+    assert set(report["recipes_built"]) == (set(TINY) if tensorflow == "blocked" else set())
+    assert report["tensorflow_modules"] == [], f"TensorFlow got loaded: {report}"
 
 
 def portable_model():

@@ -9,32 +9,51 @@ from numpy_reference import random_inputs
 from zoo.layers import LocalAttention
 
 
-def local_reference(layer, query, value, value_mask, step=0):
-    """Luong et al. 2015, eqs. 9-10, with the general score h_t^T W_a h_s."""
-    scores = query @ (value @ to_numpy(layer.key_dense.kernel)).transpose(0, 2, 1)
+def local_reference(layer, query, value, value_mask, *, mode, window, score, scale=False, step=0):
+    """Luong et al. 2015, eqs. 9-10, with the dot score h_t^T h_s or the
+    general score h_t^T W_a h_s.
+
+    The configuration comes from the test's own arguments; only the weights
+    are read from the layer.
+    """
+    if score == "dot":
+        scores = query @ value.transpose(0, 2, 1)
+    else:
+        assert score == "general"
+        scores = query @ (value @ to_numpy(layer.key_dense.kernel)).transpose(0, 2, 1)
+    if scale:
+        scores = scores * to_numpy(layer.attention_scale)
     batch, tq, tv = scores.shape
-    if layer.mode == "local-m":
+    if mode == "local-m":
         centres = np.broadcast_to(np.arange(tq, dtype="float64")[None, :] + step, (batch, tq))
     else:
+        assert mode == "local-p"
         source_length = value_mask.sum(axis=1)[:, None]  # S, without padding
         hidden = np.tanh(query @ to_numpy(layer.position_dense.kernel))
         centres = source_length / (1 + np.exp(-(hidden @ to_numpy(layer.position_v))))
     distance = np.arange(tv)[None, None, :] - centres[:, :, None]
-    in_window = np.abs(distance) <= layer.window
+    in_window = np.abs(distance) <= window
     weights = masked_softmax(scores, in_window & value_mask[:, None, :])
-    if layer.mode == "local-p":
-        sigma = layer.window / 2
+    if mode == "local-p":
+        sigma = window / 2
         weights = weights * np.exp(-(distance**2) / (2 * sigma**2))
     return weights @ value, weights, in_window
 
 
+@pytest.mark.parametrize("scale", [False, True])
 @pytest.mark.parametrize("mode", ["local-m", "local-p"])
-def test_matches_the_papers_formula(mode):
+def test_matches_the_papers_formula(mode, scale):
     query, value = random_inputs(query_length=5, value_length=9, query_depth=4, value_depth=6)
     value_mask = lengths_to_mask([9, 5, 2], 9)
-    layer = LocalAttention(mode=mode, window=2, score="general")
+    layer = LocalAttention(mode=mode, window=2, score="general", scale=scale)
+    layer.build(query.shape, value.shape)
+    for weight in layer.weights:  # a scale other than its initial 1 must show
+        if weight.path.endswith("attention_scale"):
+            weight.assign(0.7)
     context, weights = layer(query, value, value_mask=value_mask, return_attention_scores=True)
-    expected_context, expected_weights, in_window = local_reference(layer, query, value, value_mask)
+    expected_context, expected_weights, in_window = local_reference(
+        layer, query, value, value_mask, mode=mode, window=2, score="general", scale=scale
+    )
     weights = to_numpy(weights)
     np.testing.assert_allclose(weights, expected_weights, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(to_numpy(context), expected_context, rtol=1e-5, atol=1e-5)
@@ -63,16 +82,10 @@ def test_local_m_step_moves_the_window():
     assert weights.shape == (3, 9)
     assert np.all(weights[:, [5, 6, 7]] > 0)
     assert np.all(np.delete(weights, [5, 6, 7], axis=1) == 0)
-    _, expected, _ = local_reference_dot(layer, query, value, value_mask, step=6)
+    _, expected, _ = local_reference(
+        layer, query, value, value_mask, mode="local-m", window=1, score="dot", step=6
+    )
     np.testing.assert_allclose(weights, expected[:, 0], rtol=1e-5, atol=1e-6)
-
-
-def local_reference_dot(layer, query, value, value_mask, step):
-    scores = query @ value.transpose(0, 2, 1)
-    centre = np.arange(query.shape[1])[None, :, None] + step
-    in_window = np.abs(np.arange(value.shape[1])[None, None, :] - centre) <= layer.window
-    weights = masked_softmax(scores, in_window & value_mask[:, None, :])
-    return weights @ value, weights, in_window
 
 
 def test_local_m_single_step_needs_the_step():

@@ -9,17 +9,25 @@ from numpy_reference import random_inputs
 from zoo.layers import LuongAttention
 
 
-def luong_scores(layer, query, key):
-    """h_t^T h_s, h_t^T W_a h_s, or v_a^T tanh(W_a [h_t; h_s])."""
-    if layer.score == "dot":
+def luong_scores(layer, query, key, *, score, units, scale):
+    """h_t^T h_s, h_t^T W_a h_s, or v_a^T tanh(W_a [h_t; h_s]), times the
+    learned scale with `scale`.
+
+    The configuration comes from the test's own arguments; only the weights
+    are read from the layer.
+    """
+    if score == "dot":
         scores = query @ key.transpose(0, 2, 1)
-    elif layer.score == "general":
-        scores = query @ (key @ to_numpy(layer.key_dense.kernel)).transpose(0, 2, 1)
+    elif score == "general":
+        w_a = to_numpy(layer.key_dense.kernel)
+        assert w_a.shape == (key.shape[-1], query.shape[-1])
+        scores = query @ (key @ w_a).transpose(0, 2, 1)
     else:
         # W_a [h_t; h_s] with W_a the two kernels stacked.
         w_a = np.concatenate(
             [to_numpy(layer.query_dense.kernel), to_numpy(layer.key_dense.kernel)], axis=0
         )
+        assert w_a.shape == (query.shape[-1] + key.shape[-1], units or query.shape[-1])
         tq, tv = query.shape[1], key.shape[1]
         pairs = np.concatenate(
             [
@@ -29,9 +37,17 @@ def luong_scores(layer, query, key):
             axis=-1,
         )
         scores = np.tanh(pairs @ w_a) @ to_numpy(layer.attention_v)
-    if layer.scale:
+    if scale:
         scores = scores * to_numpy(layer.attention_scale)
     return scores
+
+
+def move_scales_off_one(layer):
+    """A scale other than its initial 1 must show in the scores: set every
+    scale weight the layer has to 0.7, whether or not it should have one."""
+    for weight in layer.weights:
+        if weight.path.endswith("attention_scale"):
+            weight.assign(0.7)
 
 
 @pytest.mark.parametrize("scale", [False, True])
@@ -41,11 +57,13 @@ def test_matches_the_papers_formula(score, scale):
     value_mask = lengths_to_mask([6, 2, 4], 6)
     units = 3 if score == "concat" else None
     layer = LuongAttention(score=score, units=units, scale=scale)
+    layer.build(query.shape, value.shape)
+    move_scales_off_one(layer)
     context, weights = layer(query, value, value_mask=value_mask, return_attention_scores=True)
-    if scale:  # a scale other than its initial 1 must show in the scores
-        layer.attention_scale.assign(0.7)
-        context, weights = layer(query, value, value_mask=value_mask, return_attention_scores=True)
-    expected_weights = masked_softmax(luong_scores(layer, query, value), value_mask[:, None, :])
+    expected_weights = masked_softmax(
+        luong_scores(layer, query, value, score=score, units=units, scale=scale),
+        value_mask[:, None, :],
+    )
     np.testing.assert_allclose(to_numpy(weights), expected_weights, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(to_numpy(context), expected_weights @ value, rtol=1e-5, atol=1e-5)
 

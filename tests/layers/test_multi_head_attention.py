@@ -25,18 +25,21 @@ def make_layer(**kwargs):
     return MultiHeadAttention(**kwargs)
 
 
-def vaswani_reference(layer, query, value, mask):
+def vaswani_reference(layer, query, value, mask, *, num_heads, key_dim):
     """softmax(Q_h K_h^T / sqrt(d_k)) V_h per head, concatenated, times W^O.
 
-    `mask` is a boolean `[batch, Tq, Tv]` of the pairs that may attend.
+    `mask` is a boolean `[batch, Tq, Tv]` of the pairs that may attend. The
+    configuration comes from the test's own arguments; only the weights are
+    read from the layer.
     """
     w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o = [
         w.astype("float64") for w in layer.get_weights()
     ]
+    assert w_q.shape[1:] == (num_heads, key_dim) and w_k.shape[1:] == (num_heads, key_dim)
     q = np.einsum("btd,dhk->bthk", query, w_q) + b_q
     k = np.einsum("bsd,dhk->bshk", value, w_k) + b_k
     v = np.einsum("bsd,dhk->bshk", value, w_v) + b_v
-    scores = np.einsum("bthk,bshk->bhts", q, k) / np.sqrt(layer.key_dim)
+    scores = np.einsum("bthk,bshk->bhts", q, k) / np.sqrt(key_dim)
     weights = masked_softmax(scores, mask[:, None, :, :])
     context = np.einsum("bhts,bshk->bthk", weights, v)
     return np.einsum("bthk,hke->bte", context, w_o) + b_o, weights
@@ -69,7 +72,9 @@ def test_matches_the_papers_formula(return_attention_scores):
         query, value, value_mask=value_mask, return_attention_scores=return_attention_scores
     )
     mask = np.broadcast_to(value_mask[:, None, :], (3, 4, 6))
-    expected_output, expected_weights = vaswani_reference(layer, query, value, mask)
+    expected_output, expected_weights = vaswani_reference(
+        layer, query, value, mask, num_heads=NUM_HEADS, key_dim=KEY_DIM
+    )
     if return_attention_scores:
         output, weights = map(to_numpy, result)
         np.testing.assert_allclose(weights, expected_weights, rtol=1e-5, atol=1e-6)
@@ -404,7 +409,9 @@ def test_one_query_position_matches_the_formula_without_the_fused_kernel(
     output = to_numpy(layer(step_query, value, value_mask=value_mask))
     assert not calls
     mask = np.broadcast_to(value_mask[:, None, :], (3, 1, 6))
-    expected, _ = vaswani_reference(layer, query, value, mask)
+    expected, _ = vaswani_reference(
+        layer, query, value, mask, num_heads=NUM_HEADS, key_dim=KEY_DIM
+    )
     expected = expected[:, 0] if query_rank == 2 else expected
     np.testing.assert_allclose(output, expected, rtol=1e-5, atol=1e-5)
     bias = to_numpy(layer.output_dense.bias)

@@ -15,29 +15,54 @@ def grid_inputs(batch=2, steps=3, query_depth=5, height=3, width=4, depth=6, see
     return query, grid
 
 
-def show_attend_tell_reference(layer, query, grid):
-    """e_ti = v^T tanh(W h + b + U a_i); z_t = sigmoid(f_beta(h)) sum_i alpha_ti a_i."""
+def show_attend_tell_reference(layer, query, grid, *, units, use_gate):
+    """e_ti = v^T tanh(W h + b + U a_i); z_t = sigmoid(f_beta(h)) sum_i alpha_ti a_i.
+
+    The configuration comes from the test's own arguments; only the weights
+    are read from the layer.
+    """
     annotations = grid.reshape(grid.shape[0], -1, grid.shape[-1])
     attention = layer.attention
-    projected_query = query @ to_numpy(attention.query_dense.kernel) + to_numpy(
-        attention.query_dense.bias
-    )
-    projected_keys = annotations @ to_numpy(attention.key_dense.kernel)
+    w = to_numpy(attention.query_dense.kernel)
+    u = to_numpy(attention.key_dense.kernel)
+    v = to_numpy(attention.attention_v)
+    assert w.shape == (query.shape[-1], units) and u.shape == (grid.shape[-1], units)
+    assert v.shape == (units,)
+    projected_query = query @ w + to_numpy(attention.query_dense.bias)
+    projected_keys = annotations @ u
     hidden = np.tanh(projected_query[:, :, None, :] + projected_keys[:, None, :, :])
-    alpha = masked_softmax(hidden @ to_numpy(attention.attention_v), np.ones(hidden.shape[:3], bool))
+    alpha = masked_softmax(hidden @ v, np.ones(hidden.shape[:3], bool))
     context = alpha @ annotations
-    if layer.use_gate:
-        gate = 1 / (1 + np.exp(-(query @ to_numpy(layer.gate_dense.kernel) + to_numpy(layer.gate_dense.bias))))
-        context = context * gate
+    if use_gate:
+        f_beta = query @ to_numpy(layer.gate_dense.kernel) + to_numpy(layer.gate_dense.bias)
+        context = context * (1 / (1 + np.exp(-f_beta)))
     return context, alpha
+
+
+def randomize_biases(layer, seed=0):
+    """Biases start at zero, where a dropped bias would go unseen: give every
+    bias (the attention's b, the gate's) random non-zero values."""
+    rng = np.random.default_rng(seed)
+    biases = [weight for weight in layer.weights if weight.path.endswith("bias")]
+    for weight in biases:
+        magnitude = rng.uniform(0.5, 1.5, size=weight.shape)
+        weight.assign(magnitude * rng.choice([-1.0, 1.0], size=weight.shape))
+    return [weight.path for weight in biases]
 
 
 @pytest.mark.parametrize("use_gate", [True, False])
 def test_matches_the_papers_formula(use_gate):
     query, grid = grid_inputs()
     layer = SpatialSoftAttention(units=4, use_gate=use_gate)
+    layer.build(query.shape, grid.shape)
+    randomized = randomize_biases(layer)
+    assert any(path.endswith("attention/query_dense/bias") for path in randomized), randomized
+    if use_gate:
+        assert any(path.endswith("gate/bias") for path in randomized), randomized
     context, alpha = layer(query, grid, return_attention_scores=True)
-    expected_context, expected_alpha = show_attend_tell_reference(layer, query, grid)
+    expected_context, expected_alpha = show_attend_tell_reference(
+        layer, query, grid, units=4, use_gate=use_gate
+    )
     np.testing.assert_allclose(to_numpy(alpha), expected_alpha, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(to_numpy(context), expected_context, rtol=1e-5, atol=1e-5)
     assert tuple(alpha.shape) == (2, 3, 12)
