@@ -1,4 +1,4 @@
-"""`zoo bench layers` at the tiniest size: a complete table and results file.
+"""`zoo bench` at the tiniest size: a complete table and results file.
 
 Speed itself is never asserted: these check that the benchmark keeps
 working and reports every case, on every backend.
@@ -28,16 +28,15 @@ ALONE = ("AdditiveAttention(units=8)",)
 DIRECTIONS = ("forward", "forward+backward")
 
 
-@pytest.fixture(scope="module")
-def layers_run(tmp_path_factory):
-    """One `zoo bench layers --size tiny --repeats 1 --min-time 0` run:
+def run_tiny_bench(suite, folder):
+    """One `zoo bench SUITE --size tiny --repeats 1 --min-time 0` run:
     (stdout, results)."""
-    out = tmp_path_factory.mktemp("bench") / "results.json"
+    out = folder / "results.json"
     parser = argparse.ArgumentParser(prog="zoo")
     bench.add_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(
         [
-            "bench", "layers", "--size", "tiny", "--repeats", "1", "--warmup", "1",
+            "bench", suite, "--size", "tiny", "--repeats", "1", "--warmup", "1",
             "--min-time", "0", "--out", str(out),
         ]
     )
@@ -47,9 +46,14 @@ def layers_run(tmp_path_factory):
     return printed.getvalue(), json.loads(out.read_text())
 
 
-def table_rows(printed):
+@pytest.fixture(scope="module")
+def layers_run(tmp_path_factory):
+    return run_tiny_bench("layers", tmp_path_factory.mktemp("bench"))
+
+
+def table_rows(printed, suite="layers"):
     """The Markdown table's body rows, as lists of cells."""
-    rows = [line for line in printed.splitlines() if line.startswith("| layers |")]
+    rows = [line for line in printed.splitlines() if line.startswith(f"| {suite} |")]
     return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows]
 
 
@@ -137,3 +141,42 @@ def test_xla_verdict_weighs_compilation_per_shape_against_faster_steps(
     assert "repaid after 148 steps" in verdict["evidence"]
     slower = _xla_case("rnnencdec_small", 0.3, 0.2, 9.0, 10_000)
     assert "never repaid" in bench.check_goals([slower])[0]["evidence"]
+
+
+# The other suites at the tiniest size: every case timed, printed and saved.
+# The train suite on TensorFlow also compiles every preset's step with XLA
+# and times a new batch shape's compilation (minutes even at this size):
+# it runs in the jax and torch processes here, and `zoo bench train` itself
+# on TensorFlow.
+SUITE_CASES = {"decode": 6, "train": 5, "export": 2}
+
+
+@pytest.mark.parametrize(
+    "suite",
+    [
+        "decode",
+        pytest.param(
+            "train",
+            marks=pytest.mark.skipif(
+                keras.backend.backend() == "tensorflow",
+                reason="its XLA comparison compiles every preset: minutes; runs on jax and torch",
+            ),
+        ),
+        pytest.param("export", marks=pytest.mark.tensorflow_only),
+    ],
+)
+def test_each_suite_times_and_reports_every_case(suite, tmp_path):
+    printed, results = run_tiny_bench(suite, tmp_path)
+    rows = table_rows(printed, suite)
+    assert len(rows) == len(results["cases"]) == SUITE_CASES[suite]
+    assert results["settings"]["suites"] == [suite] and not results["skipped"]
+    for row, case in zip(rows, results["cases"]):
+        assert row[1] == case["case"]
+        assert row[4].split()[0].replace(".", "").isdigit(), row
+        assert case["ours"]["median"] > 0 and len(case["ours"]["seconds"]) == 1
+        if case["reference"] is not None:
+            assert case["ratio"] == pytest.approx(case["ours"]["median"] / case["reference"]["median"])
+        if suite == "export":
+            assert "same translations: yes" in row[7], row
+    for goal in results["goals"]:
+        assert isinstance(goal["met"], bool) and goal["evidence"]
