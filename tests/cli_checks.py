@@ -20,10 +20,10 @@ def assert_one_line_error(code, err, *words):
         assert word in lines[0]
 
 
-def train_keeping_the_model(*argv):
-    """Runs `zoo train ARGV` in-process and returns the model that training
-    held in memory when it saved its final weights, with a copy of those
-    weights taken then (to compare a reloaded run with)."""
+def train_keeping_the_model(out, preset, *options):
+    """Runs `zoo train PRESET --out OUT OPTIONS` in-process; returns `out`,
+    the model that training held in memory when it saved its final weights,
+    and a copy of those weights taken then (to compare a reloaded run with)."""
     import pytest
 
     from zoo import runs
@@ -38,6 +38,6 @@ def train_keeping_the_model(*argv):
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(runs, "save_weights", recording)
-        code = cli.main(["train", *argv])
+        code = cli.main(["train", preset, "--out", str(out), *options])
     assert code == 0
-    return held["model"], held["weights"]
+    return out, held["model"], held["weights"]

@@ -29,11 +29,8 @@ def write_png(path, image):
 def trained(tmp_path_factory):
     """A tiny run, and the model and weights that training held at its end."""
     out = tmp_path_factory.mktemp("runs") / "captions"
-    model, weights = train_keeping_the_model(
-        "show_attend_tell_small", "--train-size", "48", "--epochs", "1", "--batch-size", "32",
-        "--out", str(out),
-    )
-    return out, model, weights
+    options = ("--train-size", "48", "--epochs", "1", "--batch-size", "32")
+    return train_keeping_the_model(out, "show_attend_tell_small", *options)
 
 
 @pytest.fixture(scope="module")

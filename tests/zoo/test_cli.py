@@ -56,11 +56,8 @@ def test_console_script_reports_without_traceback():
 def trained(tmp_path_factory):
     """A tiny run, and the model and weights that training held at its end."""
     out = tmp_path_factory.mktemp("runs") / "run"
-    model, weights = train_keeping_the_model(
-        "rnnsearch_small", "--train-size", "64", "--epochs", "1", "--batch-size", "32",
-        "--out", str(out),
-    )
-    return out, model, weights
+    options = ("--train-size", "64", "--epochs", "1", "--batch-size", "32")
+    return train_keeping_the_model(out, "rnnsearch_small", *options)
 
 
 @pytest.fixture(scope="module")
