@@ -63,6 +63,7 @@ def plot_alignment(weights, source_tokens, target_tokens, path, title=None):
     Raises:
         ValueError: `weights` is not 2-D, its shape does not match the token
             lists, a token list is empty, or a weight is NaN or infinite.
+        PlotPathError: `path` is a folder, or its folder can't be created.
 
     Example:
 
