@@ -1,10 +1,11 @@
 """The test command: the whole suite on every Keras backend.
 
-Runs pytest once per backend, in three processes side by side (a Keras
-process has one backend for its whole life): the backend-agnostic tests on tensorflow, jax
-and torch, and the TensorFlow-only tests (marker `tensorflow_only`) in the
-tensorflow run alone. Extra arguments are passed to every pytest run, e.g.
-`python tests/run_all.py -k additive`. Exits non-zero if any run fails.
+Runs pytest in four processes side by side (a Keras process has one
+backend for its whole life): the backend-agnostic tests on tensorflow, jax
+and torch, and the TensorFlow-only tests (marker `tensorflow_only`) in a
+fourth, tensorflow process of their own. Extra arguments are passed to every
+pytest run, e.g. `python tests/run_all.py -k additive`. Exits non-zero if
+any run fails.
 """
 
 import os
@@ -15,19 +16,28 @@ import time
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
-BACKENDS = ("tensorflow", "jax", "torch")
+# name -> (KERAS_BACKEND, pytest arguments). The TensorFlow-only tests are
+# the longest share of the tensorflow process, so they get a process of
+# their own, which the cores pick up when the jax and torch runs end.
+RUNS = {
+    "tensorflow": ("tensorflow", ["-m", "not tensorflow_only"]),
+    "tensorflow-only": ("tensorflow", ["-m", "tensorflow_only"]),
+    "jax": ("jax", []),
+    "torch": ("torch", []),
+}
 # pytest's exit code when a selection (e.g. -k) matches no test in one backend.
 NO_TESTS_COLLECTED = 5
 
 
-def start_backend(backend, extra_args, report, log):
-    """Starts pytest for one backend; its output goes to the file `log`."""
+def start_run(name, extra_args, report, log):
+    """Starts the pytest run `name` of RUNS; its output goes to the file `log`."""
+    backend, run_args = RUNS[name]
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2")
     command = [
         sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-        f"--junitxml={report}", *extra_args,
+        f"--junitxml={report}", *run_args, *extra_args,
     ]
-    print(f"===== KERAS_BACKEND={backend}: started {' '.join(command[1:])}", flush=True)
+    print(f"===== {name} (KERAS_BACKEND={backend}): started {' '.join(command[1:])}", flush=True)
     return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
@@ -43,38 +53,38 @@ def count_results(report):
 
 
 def main(argv):
-    # The three runs go side by side: most tests are small, single-threaded
-    # steps, so on CI's 2 cores the three together take little more than the
-    # longest one alone. Each run's output is printed whole when it ends.
+    # The runs go side by side: most tests are small, single-threaded steps,
+    # so on CI's 2 cores they take little more together than the longest one
+    # alone. Each run's output is printed whole when it ends.
     with tempfile.TemporaryDirectory() as reports:
         started = time.monotonic()
         runs, results = {}, {}
-        for backend in BACKENDS:
-            log = open(os.path.join(reports, f"{backend}.log"), "w+")
-            report = os.path.join(reports, f"{backend}.xml")
-            runs[backend] = (start_backend(backend, argv, report, log), log, report)
+        for name in RUNS:
+            log = open(os.path.join(reports, f"{name}.log"), "w+")
+            report = os.path.join(reports, f"{name}.xml")
+            runs[name] = (start_run(name, argv, report, log), log, report)
         pending = dict(runs)
         while pending:
-            for backend, (process, log, _) in list(pending.items()):
+            for name, (process, log, _) in list(pending.items()):
                 if process.poll() is None:
                     continue
-                del pending[backend]
-                results[backend] = process.returncode
+                del pending[name]
+                results[name] = process.returncode
                 log.seek(0)
-                print(f"\n===== KERAS_BACKEND={backend}: output", flush=True)
+                print(f"\n===== {name}: output", flush=True)
                 sys.stdout.write(log.read())
                 log.close()
                 print(
-                    f"===== KERAS_BACKEND={backend}: exit {process.returncode} "
+                    f"===== {name}: exit {process.returncode} "
                     f"after {time.monotonic() - started:.0f} s",
                     flush=True,
                 )
             time.sleep(1)
-        counts = [count_results(runs[backend][2]) for backend in BACKENDS]
-    failed = [b for b, code in results.items() if code not in (0, NO_TESTS_COLLECTED)]
+        counts = [count_results(runs[name][2]) for name in RUNS]
+    failed = [n for n, code in results.items() if code not in (0, NO_TESTS_COLLECTED)]
     if all(code == NO_TESTS_COLLECTED for code in results.values()):
-        failed = list(BACKENDS)
-    print("\n===== " + ", ".join(f"{b}: {'ok' if b not in failed else 'FAILED'}" for b in BACKENDS))
+        failed = list(RUNS)
+    print("\n===== " + ", ".join(f"{n}: {'ok' if n not in failed else 'FAILED'}" for n in RUNS))
     passed, failures, skipped = (sum(c[i] for c in counts) for i in range(3))
     print(f"total: {passed} passed, {failures} failed, {skipped} skipped")
     return 1 if failed else 0
