@@ -1,0 +1,238 @@
+"""Each recipe's own formulas against an independent NumPy step.
+
+`decode_step` equals `call` by construction (both run the same step), so
+that test can't tell a wrong formula from a right one. Here every weight is
+set to random non-zero values (biases included), one step is computed in
+NumPy from the papers' equations and the model's weights, and the recipe
+must give the same initial state, attention, new state and logits.
+"""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from numpy_reference import masked_softmax
+from zoo.recipes.luong import Luong
+from zoo.recipes.rnnencdec import RNNEncDec
+from zoo.recipes.rnnsearch import RNNSearch
+from zoo.recipes.show_attend_tell import ShowAttendTell
+
+SOURCE = np.array([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]], "int32")
+TOKENS = (np.array([2, 2], "int32"), np.array([7, 9], "int32"))  # BOS, then a word
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def randomized(model):
+    """`model` built, every weight (biases too) drawn from N(0, 0.5^2)."""
+    model.build()
+    rng = np.random.default_rng(7)
+    for variable in model.weights:
+        if "moving_variance" in variable.path:
+            variable.assign(rng.uniform(0.5, 1.5, variable.shape).astype("float32"))
+        else:
+            variable.assign(rng.normal(0.0, 0.5, variable.shape).astype("float32"))
+    return model
+
+
+def weight(model, suffix):
+    """The one weight of `model` whose path ends with `/suffix`, as NumPy."""
+    found = [v for v in model.weights if v.path.endswith("/" + suffix)]
+    assert len(found) == 1, f"{suffix}: {[v.path for v in found]}"
+    return ops.convert_to_numpy(found[0])
+
+
+def dense(model, name, x):
+    """`x W + b` of the Dense layer `name` (no b when it has none)."""
+    out = x @ weight(model, f"{name}/kernel")
+    if any(v.path.endswith(f"/{name}/bias") for v in model.weights):
+        out = out + weight(model, f"{name}/bias")
+    return out
+
+
+def gru_cell(model, name, x, h):
+    """Keras' GRUCell (reset_after, gates z, r, h): Cho et al.'s GRU with the
+    reset gate applied after the recurrent product."""
+    bias = weight(model, f"{name}/bias")
+    inputs = x @ weight(model, f"{name}/kernel") + bias[0]
+    inner = h @ weight(model, f"{name}/recurrent_kernel") + bias[1]
+    xz, xr, xh = np.split(inputs, 3, axis=-1)
+    hz, hr, hh = np.split(inner, 3, axis=-1)
+    z, r = sigmoid(xz + hz), sigmoid(xr + hr)
+    candidate = np.tanh(xh + r * hh)
+    return z * h + (1 - z) * candidate
+
+
+def lstm_cell(model, name, x, h, c):
+    """Keras' LSTMCell (gates i, f, c, o)."""
+    z = (
+        x @ weight(model, f"{name}/kernel")
+        + h @ weight(model, f"{name}/recurrent_kernel")
+        + weight(model, f"{name}/bias")
+    )
+    i, f, g, o = np.split(z, 4, axis=-1)
+    c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
+    return sigmoid(o) * np.tanh(c), c
+
+
+def additive_attention(model, prefix, query, memory, mask):
+    """Bahdanau's `v^T tanh(W_a q + U_a h_j)`, softmax over valid j."""
+    projected_query = dense(model, f"{prefix}/query_dense", query)
+    projected_keys = dense(model, f"{prefix}/key_dense", memory)
+    scores = np.tanh(projected_query[:, None, :] + projected_keys) @ weight(
+        model, f"{prefix}/attention_v"
+    )
+    alpha = masked_softmax(scores, mask)
+    return (alpha[:, :, None] * memory).sum(axis=1), alpha
+
+
+def numpy(x):
+    return ops.convert_to_numpy(x).astype("float64")
+
+
+def assert_close(actual, expected, what):
+    np.testing.assert_allclose(numpy(actual), expected, rtol=1e-4, atol=1e-5, err_msg=what)
+
+
+def test_rnnsearch_initial_state_attention_gru_step_and_maxout():
+    hidden, maxout = 6, 3
+    model = randomized(
+        RNNSearch(11, 13, embedding_dim=5, hidden_dim=hidden, attention_units=4, maxout_units=maxout)
+    )
+    state = model.encode(SOURCE)
+    memory, mask = numpy(state["memory"]), SOURCE != 0
+    # s_0 = tanh(W_s h_1_backward): the backward GRU's state at the first word.
+    s = np.tanh(dense(model, "initial_state", memory[:, 0, hidden:]))
+    assert_close(state["decoder_state"], s, "s_0")
+    embeddings = weight(model, "target_embedding/embeddings")
+    for step, tokens in enumerate(TOKENS):
+        logits, state, attention = model.decode_step(tokens, state, step)
+        e = embeddings[tokens]
+        context, alpha = additive_attention(model, "attention", s, memory, mask)
+        t = dense(model, "readout", np.concatenate([s, e, context], -1))  # uses s_{i-1}
+        t = np.maximum(t[:, :maxout], t[:, maxout:])
+        s = gru_cell(model, "decoder_cell", np.concatenate([e, context], -1), s)
+        assert_close(attention, alpha, f"alpha at step {step}")
+        assert_close(state["decoder_state"], s, f"s at step {step}")
+        assert_close(logits, dense(model, "output_projection", t), f"logits at step {step}")
+
+
+def test_show_attend_tell_initial_state_gate_and_deep_output():
+    model = randomized(
+        ShowAttendTell(
+            13, image_size=16, encoder_filters=(4,), feature_dim=5,
+            embedding_dim=4, hidden_dim=6, attention_units=3,
+        )
+    )
+    images = np.random.default_rng(0).uniform(size=(2, 16, 16, 3)).astype("float32")
+    state = model.encode(images)
+    features = numpy(state["features"])
+    mean = features.mean(axis=1)
+    h = np.tanh(dense(model, "init_h", mean))
+    c = np.tanh(dense(model, "init_c", mean))
+    assert_close(state["hidden"], h, "h_0")
+    assert_close(state["cell"], c, "c_0")
+    embeddings = weight(model, "target_embedding/embeddings")
+    everywhere = np.ones(features.shape[:2], bool)
+    for step, tokens in enumerate(TOKENS):
+        logits, state, attention = model.decode_step(tokens, state, step)
+        e = embeddings[tokens]
+        context, alpha = additive_attention(model, "attention/attention", h, features, everywhere)
+        beta = sigmoid(dense(model, "attention/gate", h))  # the gate reads h_{t-1}
+        z = beta * context
+        h, c = lstm_cell(model, "decoder_cell", np.concatenate([e, z], -1), h, c)
+        deep = e + dense(model, "L_h", h) + dense(model, "L_z", z)
+        assert_close(attention, alpha, f"alpha at step {step}")
+        assert_close(state["hidden"], h, f"h at step {step}")
+        assert_close(state["cell"], c, f"c at step {step}")
+        assert_close(logits, dense(model, "L_o", deep), f"logits at step {step}")
+
+
+def luong_general_step(model, tops, memory, mask):
+    """`h~ = tanh(W_c [c; h])` with the general score `h^T W_a h_s`, and the
+    logits `W_s h~`, for top states `[B, T, H]`."""
+    keys = memory @ weight(model, "attention/key_dense/kernel")
+    alpha = masked_softmax(np.einsum("bth,bsh->bts", tops, keys), mask[:, None, :])
+    context = np.einsum("bts,bsh->bth", alpha, memory)
+    attentional = np.tanh(
+        np.concatenate([context, tops], -1) @ weight(model, "attentional_state/kernel")
+    )
+    return dense(model, "output_projection", attentional), alpha, attentional
+
+
+@pytest.mark.parametrize("input_feeding", [False, True], ids=["no_feeding", "feeding"])
+def test_luong_stacked_lstm_attentional_state_and_input_feeding(input_feeding):
+    layers = 2
+    model = randomized(
+        Luong(11, 13, embedding_dim=5, hidden_dim=6, num_layers=layers,
+              score="general", input_feeding=input_feeding)
+    )
+    state = model.encode(SOURCE)
+    memory, mask = numpy(state["memory"]), SOURCE != 0
+    states = [(numpy(state[f"h_{i}"]), numpy(state[f"c_{i}"])) for i in range(layers)]
+    feed = np.zeros((len(SOURCE), 6))
+    embeddings = weight(model, "target_embedding/embeddings")
+    expected_logits = []
+    for step, tokens in enumerate(TOKENS):
+        logits, state, attention = model.decode_step(tokens, state, step)
+        x = embeddings[tokens]
+        if input_feeding:
+            x = np.concatenate([x, feed], -1)  # h~_{t-1} beside the word
+        for i in range(layers):
+            x, c = lstm_cell(model, f"decoder_cell_{i}", x, *states[i])
+            states[i] = (x, c)
+        step_logits, alpha, attentional = luong_general_step(model, x[:, None], memory, mask)
+        feed = attentional[:, 0]
+        expected_logits.append(step_logits[:, 0])
+        assert_close(attention, alpha[:, 0], f"alpha at step {step}")
+        assert_close(logits, step_logits[:, 0], f"logits at step {step}")
+        if input_feeding:
+            assert_close(state["feed"], feed, f"h~ fed at step {step}")
+    # Teacher forcing (for input feeding off: the stacked LSTM first, then
+    # every step attends at once) gives the same logits.
+    target_in = np.stack(TOKENS, axis=1)
+    logits = model({"source": SOURCE, "target_in": target_in})
+    assert_close(logits, np.stack(expected_logits, axis=1), "teacher-forced logits")
+
+
+@pytest.mark.parametrize("cell_type", ["gru", "lstm"])
+def test_rnnencdec_readout_sees_state_word_and_summary(cell_type):
+    hidden = 6
+    model = randomized(
+        RNNEncDec(11, 13, embedding_dim=5, hidden_dim=hidden, cell_type=cell_type, readout_dim=4)
+    )
+    state = model.encode(SOURCE)
+    summary = numpy(state["summary"])
+    h = np.tanh(dense(model, "initial_state", summary))
+    c = np.zeros_like(h)
+    assert_close(state["decoder_h"], h, "s_0 = tanh(W c)")
+    embeddings = weight(model, "target_embedding/embeddings")
+    for step, tokens in enumerate(TOKENS):
+        logits, state, _ = model.decode_step(tokens, state, step)
+        e = embeddings[tokens]
+        x = np.concatenate([e, summary], -1)
+        if cell_type == "gru":
+            h = gru_cell(model, "decoder_cell", x, h)
+        else:
+            h, c = lstm_cell(model, "decoder_cell", x, h, c)
+        readout = np.tanh(dense(model, "readout", np.concatenate([h, e, summary], -1)))
+        assert_close(logits, dense(model, "output_projection", readout), f"logits at step {step}")
+
+
+def test_reverse_source_reads_each_sentence_backwards_before_its_padding():
+    reversed_model = randomized(RNNEncDec(11, 13, embedding_dim=5, hidden_dim=6, reverse_source=True))
+    plain_model = RNNEncDec(11, 13, embedding_dim=5, hidden_dim=6, reverse_source=False)
+    plain_model.build()
+    plain_model.set_weights(reversed_model.get_weights())
+    backwards = np.array([[3, 7, 6, 5, 0], [3, 9, 8, 0, 0]], "int32")
+    np.testing.assert_allclose(
+        numpy(reversed_model.encode(SOURCE)["summary"]),
+        numpy(plain_model.encode(backwards)["summary"]),
+        rtol=1e-5, atol=1e-6,
+    )
+    assert not np.allclose(
+        numpy(plain_model.encode(SOURCE)["summary"]), numpy(plain_model.encode(backwards)["summary"])
+    )
