@@ -476,6 +476,10 @@ def train(
     }
     if not resuming:
         runs.write_json(out / runs.CONFIG, config)
+    # The run's seed draws the initial weights and the dropout masks too, so
+    # two runs of the same settings train alike (a resumed run then restores
+    # both from its checkpoint).
+    keras.utils.set_random_seed(training.get("seed", 0))
     with distributed.precision_policy(mixed_precision), distributed.strategy_scope(strategy):
         model = recipe(**model_config)
         model.compile(

@@ -74,45 +74,75 @@ def test_a_checkpoint_without_its_manifest_does_not_count(tmp_path):
     assert checkpoints.latest_checkpoint(tmp_path).name == "epoch-01"
 
 
-class Crash(Exception):
-    pass
+# Four batches an epoch, a checkpoint after each.
+KILLABLE = dict(TINY, checkpoint_every_steps=1)
+TRAIN_IN_A_CHILD = (
+    "import sys; from zoo import training; "
+    "training.train('rnnsearch_small', sys.argv[1], **{settings})"
+)
 
 
-def test_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path, monkeypatch):
-    keras.utils.set_random_seed(0)
-    training.train("rnnsearch_small", tmp_path / "whole", **TINY)
-
-    # Crash in the second epoch, just after its second step checkpoint.
-    save_at_step = checkpoints.CheckpointCallback.on_train_batch_end
-
-    def crash_after_step_2_of_epoch_2(callback, batch, logs=None):
-        save_at_step(callback, batch, logs)
-        if callback._epoch == 1 and callback.first_step + batch + 1 == 2:
-            raise Crash
-
-    monkeypatch.setattr(
-        checkpoints.CheckpointCallback, "on_train_batch_end", crash_after_step_2_of_epoch_2
+def train_until_killed(out, killed_once):
+    """Trains `KILLABLE` in a child process and SIGKILLs it as soon as
+    `killed_once(out)` is true; fails if the child ended by itself."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", TRAIN_IN_A_CHILD.format(settings=KILLABLE), str(out)],
+        env=dict(os.environ, KERAS_BACKEND="tensorflow"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
-    keras.utils.set_random_seed(0)
-    with pytest.raises(Crash):
-        training.train("rnnsearch_small", tmp_path / "crashed", checkpoint_every_steps=1, **TINY)
-    monkeypatch.undo()
-    # A fresh process would start from other random weights: resuming must not care.
-    keras.utils.set_random_seed(1)
-    out = training.train("rnnsearch_small", tmp_path / "crashed", checkpoint_every_steps=1, **TINY)
+    deadline = time.monotonic() + 300
+    while not killed_once(out) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL, "the training ended before it was killed"
+
+
+def checkpoint_names(out):
+    return sorted(p.stem for p in (out / "checkpoints").glob("*.json"))
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_weights(tmp_path_factory):
+    out = training.train("rnnsearch_small", tmp_path_factory.mktemp("whole") / "run", **KILLABLE)
+    return translator.load(out).model.get_weights()
+
+
+@pytest.mark.parametrize(
+    "kill_when, resumed_from",
+    [
+        # Mid-epoch: after the second step checkpoint of the second epoch.
+        (lambda out: (out / "checkpoints" / "epoch-02-step-000002.json").exists(), "epoch-02-step"),
+        # Before any checkpoint: once the run directory has its config.
+        (lambda out: (out / "config.json").exists(), None),
+    ],
+    ids=["after_a_step_checkpoint", "before_any_checkpoint"],
+)
+def test_a_run_killed_and_resumed_ends_bit_for_bit_as_an_uninterrupted_one(
+    tmp_path, uninterrupted_weights, kill_when, resumed_from
+):
+    out = tmp_path / "run"
+    train_until_killed(out, kill_when)
+    names = checkpoint_names(out) if (out / "checkpoints").exists() else []
+    assert "epoch-02" not in names, f"killed too late: {names}"
+    if resumed_from is None:
+        assert names == [], f"killed too late: {names}"
+
+    out = training.train("rnnsearch_small", out, **KILLABLE)
 
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["resumed_from"] == "epoch-02-step-000002"
-    whole = translator.load(tmp_path / "whole").model.get_weights()
+    if resumed_from is None:
+        assert "resumed_from" not in metrics
+    else:
+        assert metrics["resumed_from"].startswith(resumed_from), metrics["resumed_from"]
     resumed = translator.load(out).model.get_weights()
-    for expected, actual in zip(whole, resumed):
-        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
+    for expected, actual in zip(uninterrupted_weights, resumed, strict=True):
+        np.testing.assert_array_equal(actual, expected)
     history = (out / "history.csv").read_text().splitlines()
     assert [line.split(",")[0] for line in history] == ["epoch", "0", "1"]
     # Step checkpoints are gone once their epoch's checkpoint is written.
-    assert sorted(p.name for p in (out / "checkpoints").glob("*.json")) == [
-        "epoch-01.json", "epoch-02.json",
-    ]
+    assert checkpoint_names(out) == ["epoch-01", "epoch-02"]
 
 
 def test_training_killed_mid_epoch_resumes_and_runs_only_the_remaining_epochs(
