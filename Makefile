@@ -12,11 +12,12 @@ venv: $(STAMP)
 
 # torch==2.13.0 first: it is a CPU build on local disk; an unpinned torch
 # would pull a CUDA build of several GB.
+# [tensorflow]: the extra that `zoo demo` trains with; [dev]: jax, torch, pytest.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "torch==2.13.0"
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ".[tensorflow,dev]"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -8,9 +8,12 @@ subclass says only how a query and its projected keys give a score.
 """
 
 import keras
-import ml_dtypes
 import numpy as np
 from keras import ops
+
+# Neither NumPy nor Keras' public API has bfloat16's finfo; bfloat16 keeps
+# float32's exponent and 7 fraction bits, so its lowest is -(2 - 2**-7) * 2**127.
+BFLOAT16_LOWEST = -(2 - 2**-7) * 2.0**127
 
 
 def lowest_value(dtype):
@@ -22,7 +25,7 @@ def lowest_value(dtype):
     """
     dtype = keras.backend.standardize_dtype(dtype)
     if dtype == "bfloat16":
-        return float(ml_dtypes.finfo(ml_dtypes.bfloat16).min)
+        return BFLOAT16_LOWEST
     return float(np.finfo(dtype).min)
 
 

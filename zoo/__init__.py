@@ -1,7 +1,9 @@
 """keras-attention-zoo: attention layers, the papers' models, and the tools around them.
 
 `zoo.layers` and `zoo.recipes` are backend-agnostic (keras only); the rest of
-`zoo` (data pipelines, training, export) may use TensorFlow and says so.
+`zoo` (data pipelines, training, export) may use TensorFlow and says so, and
+needs the extra: `pip install "keras-attention-zoo[tensorflow]"`. This module
+imports nothing at import time, so `import zoo.layers` loads no more.
 
     >>> import zoo
     >>> zoo.presets()                      # name -> description

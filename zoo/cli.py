@@ -12,7 +12,8 @@
     zoo demo [--layers]
 
 A user mistake (unknown preset, missing run directory or data file, bad
-option) prints one line to stderr and exits with status 2; no traceback.
+option, a command run without the TensorFlow extra it needs) prints one line
+to stderr and exits with status 2; no traceback.
 """
 
 import argparse
@@ -21,6 +22,7 @@ import logging
 import os
 import sys
 
+from zoo import extras
 from zoo.errors import ZooUserError
 from zoo.runs import check_run_directory
 
@@ -384,6 +386,17 @@ COMMANDS = {
     "demo": command_demo,
 }
 
+# The commands that always run on the TensorFlow stack (tf.data, tf-text
+# tokenizers, sacrebleu, SavedModel, ONNX); `bench` needs it for some parts
+# only, which missing_modules_as_user_errors reports when they import it.
+TENSORFLOW_COMMANDS = ("train", "evaluate", "translate", "caption", "export", "demo")
+
+
+def needs_tensorflow_extra(args):
+    if args.command == "demo":
+        return not args.layers  # the layer demo runs on Keras alone
+    return args.command in TENSORFLOW_COMMANDS
+
 
 @contextlib.contextmanager
 def _warnings_to_stderr(command):
@@ -409,7 +422,9 @@ def main(argv=None):
         parser.print_help()
         return USER_ERROR
     try:
-        with _warnings_to_stderr(args.command):
+        with _warnings_to_stderr(args.command), extras.missing_modules_as_user_errors():
+            if needs_tensorflow_extra(args):
+                extras.require()  # before a run directory or any output is made
             COMMANDS[args.command](args)
     except ZooUserError as error:
         print(f"zoo {args.command}: error: {error}", file=sys.stderr)

@@ -11,6 +11,7 @@ from zoo.layers import AdditiveAttention
 from zoo.layers import LocalAttention
 from zoo.layers import LuongAttention
 from zoo.layers import masked_softmax
+from zoo.layers.base_attention import lowest_value
 
 LAYERS = {
     "additive": lambda **kw: AdditiveAttention(units=4, **kw),
@@ -151,6 +152,21 @@ def test_masked_softmax_is_exact_at_masked_positions(dtype):
     np.testing.assert_allclose(weights[0, :2], expected_first, rtol=1e-2)
     assert weights[0, 2] == 0 and np.all(weights[1] == 0)
 
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_lowest_value_is_the_dtypes_lowest_finite_number_on_this_backend(dtype):
+    # ml_dtypes comes with Keras; zoo.layers itself does not import it.
+    import ml_dtypes
+
+    lowest = lowest_value(dtype)
+    assert lowest == float(ml_dtypes.finfo(dtype).min)
+    as_tensor = keras.ops.cast(lowest, dtype)
+    # Read back through float32, which holds every value of the three exactly.
+    assert to_numpy(keras.ops.cast(as_tensor, "float32")) == lowest, "the backend rounds it"
+    # Twice as low overflows: nothing finite lies below it.
+    doubled = keras.ops.multiply(as_tensor, keras.ops.cast(2, dtype))
+    assert np.isneginf(to_numpy(keras.ops.cast(doubled, "float32")))
 
 def test_projections_of_equal_shape_start_different():
     # One stateless initializer shared by two weights would make them equal.
