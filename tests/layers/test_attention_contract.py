@@ -1,4 +1,5 @@
-"""The call contract shared by AdditiveAttention, LuongAttention and LocalAttention."""
+"""The call contract shared by AdditiveAttention, LuongAttention and LocalAttention,
+with either distribution of the weights (softmax, sparsemax)."""
 
 import keras
 import numpy as np
@@ -12,6 +13,7 @@ from zoo.layers import LocalAttention
 from zoo.layers import LuongAttention
 from zoo.layers import masked_softmax
 
+SPARSEMAX = {"probability_fn": "sparsemax"}
 LAYERS = {
     "additive": lambda **kw: AdditiveAttention(units=4, **kw),
     "luong_dot": lambda **kw: LuongAttention(score="dot", scale=True, **kw),
@@ -19,6 +21,11 @@ LAYERS = {
     "luong_concat": lambda **kw: LuongAttention(score="concat", units=3, **kw),
     "local_m": lambda **kw: LocalAttention(mode="local-m", window=2, **kw),
     "local_p": lambda **kw: LocalAttention(mode="local-p", window=2, **kw),
+    # Sparsemax on the additive score and inside local-p's Gaussian window.
+    "additive_sparsemax": lambda **kw: AdditiveAttention(units=4, **{**SPARSEMAX, **kw}),
+    "local_p_sparsemax": lambda **kw: LocalAttention(
+        mode="local-p", window=2, **{**SPARSEMAX, **kw}
+    ),
 }
 
 
@@ -150,6 +157,16 @@ def test_masked_softmax_is_exact_at_masked_positions(dtype):
     expected_first = np.exp([3.0, -2.0]) / np.exp([3.0, -2.0]).sum()
     np.testing.assert_allclose(weights[0, :2], expected_first, rtol=1e-2)
     assert weights[0, 2] == 0 and np.all(weights[1] == 0)
+
+
+def test_probability_fn_is_in_the_config_and_old_configs_reload_as_softmax(make_layer):
+    layer = make_layer(probability_fn="sparsemax")
+    layer(*random_inputs(query_depth=6, value_depth=6))
+    config = layer.get_config()
+    assert config["probability_fn"] == "sparsemax"
+    assert type(layer).from_config(config).probability_fn == "sparsemax"
+    del config["probability_fn"]  # a config saved before the argument existed
+    assert type(layer).from_config(config).probability_fn == "softmax"
 
 
 def test_projections_of_equal_shape_start_different():
