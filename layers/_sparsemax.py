@@ -57,15 +57,18 @@ def masked_sparsemax(scores, mask=None, axis=-1):
         mask = ops.broadcast_to(ops.cast(mask, "bool"), ops.shape(z))
         z = ops.where(mask, z, _FLOAT32_LOWEST)
     z = ops.moveaxis(z, axis, -1)
+    descending = -ops.sort(-z, axis=-1)
     # tau >= max(z) - 1, so a score at or below max(z) - 2 gets zero and
     # leaves tau unchanged: clipping there changes no weight, keeps the
     # cumulative sums finite for masked (lowest-valued) scores, and, being
     # strictly below tau, puts no clipped score on the kink of max(z - tau, 0)
     # (whose gradient autodiff would split). The max is a constant for the
-    # gradient because sparsemax is shift-invariant.
-    z = z - ops.stop_gradient(ops.max(z, axis=-1, keepdims=True))
-    z = ops.maximum(z, -2.0)
-    descending = -ops.sort(-z, axis=-1)
+    # gradient because sparsemax is shift-invariant; it is read from the
+    # sorted scores, as keras' `max` refuses an empty batch on tensorflow
+    # and torch.
+    top = ops.stop_gradient(descending[..., :1])
+    z = ops.maximum(z - top, -2.0)
+    descending = ops.maximum(descending - top, -2.0)
     # 1, 2, ..., n along the last axis, for a length known only at run time.
     rank = ops.cumsum(ops.ones_like(descending), axis=-1)
     in_support = 1.0 + rank * descending > ops.cumsum(descending, axis=-1)

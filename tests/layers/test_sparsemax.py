@@ -120,3 +120,9 @@ def test_compiled_with_lengths_unknown_when_traced():
         np.testing.assert_allclose(
             to_numpy(compiled(scores, mask)), reference_sparsemax(scores, mask), atol=1e-6
         )
+
+
+def test_an_empty_batch_gives_empty_weights():
+    # A worker's share of a short last batch under multi-worker training.
+    weights = masked_sparsemax(np.zeros((0, 3, 5), "float32"), np.ones((0, 1, 5), bool))
+    assert tuple(weights.shape) == (0, 3, 5)

@@ -46,19 +46,23 @@ def source_of(name):
 
 
 def presets_under_test():
-    """Every preset on tensorflow; one per recipe on jax and torch.
+    """Every preset on tensorflow; on jax and torch, one per recipe and
+    attention distribution (`probability_fn`).
 
-    The presets of one recipe differ only in options whose backend-specific
-    code is the same, and jax compiles each model anew: one per recipe keeps
-    the three-backend run within the suite's time.
+    Otherwise the presets of one recipe differ only in options whose
+    backend-specific code is the same (sparsemax's sort is not), and jax
+    compiles each model anew: one per recipe keeps the three-backend run
+    within the suite's time.
     """
     names = sorted(zoo.registry.PRESETS)
     if keras.backend.backend() == "tensorflow":
         return names
-    first_of_recipe = {}
+    first_of_kind = {}
     for name in names:
-        first_of_recipe.setdefault(zoo.registry.get_preset(name)["recipe"], name)
-    return sorted(first_of_recipe.values())
+        preset = zoo.registry.get_preset(name)
+        kind = (preset["recipe"], preset["model"].get("probability_fn", "softmax"))
+        first_of_kind.setdefault(kind, name)
+    return sorted(first_of_kind.values())
 
 
 @pytest.fixture(params=presets_under_test())
