@@ -207,6 +207,23 @@ def test_a_model_dtype_policy_reaches_every_sublayer(preset_name):
     )
 
 
+def presets_setting(argument):
+    return [name for name in presets_under_test() if argument in zoo.registry.get_preset(name)["model"]]
+
+
+@pytest.mark.parametrize("name", presets_setting("probability_fn"))
+def test_the_preset_distribution_reaches_every_attention_layer(name):
+    expected = zoo.registry.get_preset(name)["model"]["probability_fn"]
+    model = tiny_model(name)
+    model(inputs(name))
+    distributions = [
+        layer.probability_fn
+        for layer in model._flatten_layers(include_self=False)
+        if hasattr(layer, "probability_fn")
+    ]
+    assert distributions and set(distributions) == {expected}, distributions
+
+
 def test_config_round_trip(preset_name):
     model = tiny_model(preset_name)
     config = model.get_config()
