@@ -213,15 +213,17 @@ def presets_setting(argument):
 
 @pytest.mark.parametrize("name", presets_setting("probability_fn"))
 def test_the_preset_distribution_reaches_every_attention_layer(name):
+    # Also in the model rebuilt from its config, as a reloaded run is.
     expected = zoo.registry.get_preset(name)["model"]["probability_fn"]
     model = tiny_model(name)
-    model(inputs(name))
-    distributions = [
-        layer.probability_fn
-        for layer in model._flatten_layers(include_self=False)
-        if hasattr(layer, "probability_fn")
-    ]
-    assert distributions and set(distributions) == {expected}, distributions
+    for model in (model, type(model).from_config(model.get_config())):
+        model(inputs(name))
+        distributions = [
+            layer.probability_fn
+            for layer in model._flatten_layers(include_self=False)
+            if hasattr(layer, "probability_fn")
+        ]
+        assert distributions and set(distributions) == {expected}, distributions
 
 
 def test_config_round_trip(preset_name):
