@@ -4,6 +4,7 @@ Each layer uses only `keras` (and numpy), so it runs on the tensorflow, jax
 and torch backends, and importing this package loads none of them itself.
 """
 
+from zoo.layers._sparsemax import masked_sparsemax
 from zoo.layers.additive_attention import AdditiveAttention
 from zoo.layers.base_attention import BaseAttention
 from zoo.layers.base_attention import masked_softmax
@@ -22,4 +23,5 @@ __all__ = [
     "SpatialSoftAttention",
     "doubly_stochastic_penalty",
     "masked_softmax",
+    "masked_sparsemax",
 ]

@@ -14,7 +14,8 @@ from zoo.layers.base_attention import project
 class AdditiveAttention(BaseAttention):
     """Additive (Bahdanau) attention: `e_ij = v_a^T tanh(W_a s_i + U_a h_j + b)`.
 
-    The weights are `alpha_ij = softmax_j(e_ij)` and the context is
+    The weights are `alpha_ij = softmax_j(e_ij)` (or sparsemax, with
+    `probability_fn="sparsemax"`) and the context is
     `c_i = sum_j alpha_ij h_j` over the values. Unlike
     `keras.layers.AdditiveAttention`, the query and the keys are projected
     with learned `W_a` and `U_a` to `units` dimensions, as in the paper, so
@@ -39,6 +40,8 @@ class AdditiveAttention(BaseAttention):
         kernel_initializer, bias_initializer, kernel_regularizer,
         bias_regularizer: as in `keras.layers.Dense`, for `W_a`, `U_a`, `v_a`
             and `b`.
+        probability_fn: `"softmax"` or `"sparsemax"`, the distribution of
+            the scores over the source positions.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:

@@ -1,15 +1,18 @@
 """The call contract shared by the score-based attention layers.
 
 `BaseAttention` holds everything that Bahdanau's and Luong's attention have in
-common: argument checking, masks (explicit and implicit), the masked softmax,
-dropout on the weights, the weighted sum of the values, the single-step
-(rank-2 query) form, and the keys projected once per source sequence. A
-subclass says only how a query and its projected keys give a score.
+common: argument checking, masks (explicit and implicit), the masked softmax
+or sparsemax, dropout on the weights, the weighted sum of the values, the
+single-step (rank-2 query) form, and the keys projected once per source
+sequence. A subclass says only how a query and its projected keys give a
+score.
 """
 
 import keras
 import numpy as np
 from keras import ops
+
+from zoo.layers._sparsemax import masked_sparsemax
 
 # Neither NumPy nor Keras' public API has bfloat16's finfo; bfloat16 keeps
 # float32's exponent and 7 fraction bits, so its lowest is -(2 - 2**-7) * 2**127.
@@ -56,6 +59,21 @@ def masked_softmax(scores, mask=None, axis=-1):
     # uniform; multiplying by the mask makes that row zero.
     weights = weights * ops.cast(mask, "float32")
     return ops.cast(weights, dtype)
+
+
+# The distributions an attention layer may turn its scores into, by the name
+# its `probability_fn` argument takes; each gives exact zeros where masked.
+PROBABILITY_FUNCTIONS = {"softmax": masked_softmax, "sparsemax": masked_sparsemax}
+
+
+def validate_probability_fn(probability_fn):
+    if not isinstance(probability_fn, str) or probability_fn not in PROBABILITY_FUNCTIONS:
+        raise ValueError(
+            "`probability_fn` must be one of "
+            f"{', '.join(repr(name) for name in PROBABILITY_FUNCTIONS)}. "
+            f"Received: probability_fn={probability_fn!r}"
+        )
+    return probability_fn
 
 
 def additive_score(projected_query, projected_key, attention_v):
@@ -201,6 +219,10 @@ class BaseAttention(keras.layers.Layer):
         bias_initializer: initializer of the biases.
         kernel_regularizer: optional regularizer of the kernels.
         bias_regularizer: optional regularizer of the biases.
+        probability_fn: `"softmax"` (the default) or `"sparsemax"`
+            (Martins and Astudillo, 2016), the distribution the scores are
+            turned into: sparsemax gives exactly zero weight to positions
+            that score far enough below the best ones.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -235,10 +257,12 @@ class BaseAttention(keras.layers.Layer):
         bias_initializer="zeros",
         kernel_regularizer=None,
         bias_regularizer=None,
+        probability_fn="softmax",
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.dropout = validate_dropout(dropout)
+        self.probability_fn = validate_probability_fn(probability_fn)
         self.seed = seed
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -282,10 +306,14 @@ class BaseAttention(keras.layers.Layer):
         """Scores `[batch, Tq, Tv]` of a rank-3 query against projected keys."""
         raise NotImplementedError
 
+    def _probabilities(self, scores, mask=None):
+        """`probability_fn` of the scores over the last axis, zero where masked."""
+        return PROBABILITY_FUNCTIONS[self.probability_fn](scores, mask)
+
     def _attention_weights(self, query, projected_key, value_mask):
         """Attention weights `[batch, Tq, Tv]` of a rank-3 query."""
         mask = None if value_mask is None else ops.expand_dims(value_mask, 1)
-        return masked_softmax(self._score(query, projected_key), mask)
+        return self._probabilities(self._score(query, projected_key), mask)
 
     def _validate_inputs(self, query, value, key, query_mask, value_mask, projected_key):
         value_shape = static_shape(value)
@@ -420,6 +448,8 @@ class BaseAttention(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"dropout": self.dropout, "seed": self.seed})
+        config.update(
+            {"dropout": self.dropout, "seed": self.seed, "probability_fn": self.probability_fn}
+        )
         config.update(projection_config(self))
         return config

@@ -3,7 +3,6 @@
 import keras
 from keras import ops
 
-from zoo.layers.base_attention import masked_softmax
 from zoo.layers.base_attention import clone_initializer
 from zoo.layers.base_attention import is_positive_int
 from zoo.layers.base_attention import project
@@ -27,6 +26,12 @@ class LocalAttention(LuongAttention):
       `exp(-(s - p_t)^2 / (2 sigma^2))` with `sigma = window / 2`, so the
       weights of a step sum to less than one, as in the paper.
 
+    With `probability_fn="sparsemax"` the softmax inside the window is
+    replaced by sparsemax over the same positions; for local-p the Gaussian
+    multiplies the sparsemax weights as it multiplies the softmax ones (the
+    paper applies it after the distribution, so any distribution composes
+    with it), and a position sparsemax gives zero stays zero.
+
     Positions outside `[p_t - D, p_t + D]` and padded positions get exactly
     zero weight. The scores are Luong's `dot`, `general` or `concat`. The
     weights are computed over the whole source and masked outside the window,
@@ -48,6 +53,8 @@ class LocalAttention(LuongAttention):
         seed: optional int, seed of the dropout.
         kernel_initializer, bias_initializer, kernel_regularizer,
         bias_regularizer: as in `keras.layers.Dense`.
+        probability_fn: `"softmax"` or `"sparsemax"`, the distribution
+            inside the window.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -191,7 +198,7 @@ class LocalAttention(LuongAttention):
         mask = ops.abs(distance) <= self.window
         if value_mask is not None:
             mask = ops.logical_and(mask, ops.expand_dims(value_mask, 1))
-        weights = masked_softmax(self._score(query, projected_key), mask)
+        weights = self._probabilities(self._score(query, projected_key), mask)
         if self.mode == "local-m":
             return weights
         sigma = self.window / 2.0

@@ -21,8 +21,9 @@ class LuongAttention(BaseAttention):
     - `score="concat"`: `v_a^T tanh(W_a [h_t; h_s])`, computed as
       `v_a^T tanh(W_q h_t + W_k h_s)`, which is the same thing.
 
-    The weights are the softmax of the scores over the source positions and
-    the context is their weighted sum of the values. With `scale=True` the
+    The weights are the softmax of the scores over the source positions (or
+    their sparsemax, with `probability_fn="sparsemax"`) and the context is
+    their weighted sum of the values. With `scale=True` the
     score is multiplied by a learned scalar (initialised to 1), as in
     TensorFlow Addons' scaled Luong attention.
 
@@ -40,6 +41,8 @@ class LuongAttention(BaseAttention):
         seed: optional int, seed of the dropout.
         kernel_initializer, bias_initializer, kernel_regularizer,
         bias_regularizer: as in `keras.layers.Dense`, for `W_a` and `v_a`.
+        probability_fn: `"softmax"` or `"sparsemax"`, the distribution of
+            the scores over the source positions.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -71,6 +74,16 @@ class LuongAttention(BaseAttention):
     >>> state = np.zeros((2, 8), "float32")
     >>> for step in range(3):
     ...     context = attention(state, encoder_states, projected_key=keys)
+
+    Sparsemax weights: each row sums to one, and positions that score far
+    below the best get exactly zero:
+
+    >>> attention = LuongAttention(score="dot", probability_fn="sparsemax")
+    >>> _, weights = attention(
+    ...     decoder_states, 4 * encoder_states, return_attention_scores=True)
+    >>> weights = keras.ops.convert_to_numpy(weights)
+    >>> bool(np.allclose(weights.sum(-1), 1.0)), bool((weights == 0).any())
+    (True, True)
 
     References:
         - [Luong et al., 2015](https://arxiv.org/abs/1508.04025)

@@ -6,6 +6,7 @@ from keras import ops
 from zoo.layers.additive_attention import AdditiveAttention
 from zoo.layers.base_attention import is_positive_int
 from zoo.layers.base_attention import validate_dropout
+from zoo.layers.base_attention import validate_probability_fn
 
 
 def flatten_grid(features):
@@ -52,7 +53,8 @@ class SpatialSoftAttention(keras.layers.Layer):
     At step t the decoder state `h_{t-1}` scores every annotation vector
     `a_i` of the L = H x W feature grid with the additive (Bahdanau) score
     `e_ti = v^T tanh(W h_{t-1} + U a_i)`, the weights are
-    `alpha_t = softmax(e_t)`, and the context is gated by a scalar
+    `alpha_t = softmax(e_t)` (or `sparsemax(e_t)`, with
+    `probability_fn="sparsemax"`), and the context is gated by a scalar
     `beta_t = sigmoid(f_beta(h_{t-1}))`:
     `z_t = beta_t * sum_i alpha_ti a_i` (section 4.2.1 of the paper: the gate
     lets the decoder put less weight on the image for words like "a" and
@@ -67,6 +69,8 @@ class SpatialSoftAttention(keras.layers.Layer):
         units: int, the size of the attention MLP (`v` has this size).
         use_gate: bool, multiply the context by `beta_t`.
         dropout: float in [0, 1), dropout on the attention weights.
+        probability_fn: `"softmax"` or `"sparsemax"`, the distribution of
+            the scores over the locations.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -97,15 +101,20 @@ class SpatialSoftAttention(keras.layers.Layer):
         - [Xu et al., 2015](https://arxiv.org/abs/1502.03044)
     """
 
-    def __init__(self, units, use_gate=True, dropout=0.0, **kwargs):
+    def __init__(self, units, use_gate=True, dropout=0.0, probability_fn="softmax", **kwargs):
         super().__init__(**kwargs)
         if not is_positive_int(units):
             raise ValueError(f"`units` must be a positive int. Received: units={units!r}")
         self.units = units
         self.use_gate = bool(use_gate)
         self.dropout = validate_dropout(dropout)
+        self.probability_fn = validate_probability_fn(probability_fn)
         self.attention = AdditiveAttention(
-            units, dropout=dropout, dtype=self.dtype_policy, name="attention"
+            units,
+            dropout=dropout,
+            probability_fn=probability_fn,
+            dtype=self.dtype_policy,
+            name="attention",
         )
         self.gate_dense = (
             keras.layers.Dense(1, activation="sigmoid", dtype=self.dtype_policy, name="gate")
@@ -171,5 +180,12 @@ class SpatialSoftAttention(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"units": self.units, "use_gate": self.use_gate, "dropout": self.dropout})
+        config.update(
+            {
+                "units": self.units,
+                "use_gate": self.use_gate,
+                "dropout": self.dropout,
+                "probability_fn": self.probability_fn,
+            }
+        )
         return config

@@ -34,6 +34,8 @@ class Luong(Seq2SeqRecipe):
         score: `"dot"`, `"general"` or `"concat"`.
         window: int, D of local attention (10).
         input_feeding: bool.
+        probability_fn: `"softmax"` or `"sparsemax"`, the attention's
+            distribution over the source positions.
         dropout: float, dropout between layers and before the softmax (0.2).
         **kwargs: see `Seq2SeqRecipe`.
 
@@ -53,6 +55,7 @@ class Luong(Seq2SeqRecipe):
         window=10,
         input_feeding=True,
         dropout=0.0,
+        probability_fn="softmax",
         **kwargs,
     ):
         super().__init__(source_vocabulary_size, target_vocabulary_size, **kwargs)
@@ -69,6 +72,7 @@ class Luong(Seq2SeqRecipe):
         self.window = window
         self.input_feeding = bool(input_feeding)
         self.dropout = dropout
+        self.probability_fn = probability_fn
         policy = self.dtype_policy
         self.source_embedding = keras.layers.Embedding(
             source_vocabulary_size,
@@ -102,10 +106,17 @@ class Luong(Seq2SeqRecipe):
             name="decoder",
         )
         if attention == "global":
-            self.attention = LuongAttention(score=score, dtype=policy, name="attention")
+            self.attention = LuongAttention(
+                score=score, probability_fn=probability_fn, dtype=policy, name="attention"
+            )
         else:
             self.attention = LocalAttention(
-                mode=attention, window=window, score=score, dtype=policy, name="attention"
+                mode=attention,
+                window=window,
+                score=score,
+                probability_fn=probability_fn,
+                dtype=policy,
+                name="attention",
             )
         self.attentional_dense = keras.layers.Dense(
             hidden_dim, activation="tanh", use_bias=False, dtype=policy, name="attentional_state"
@@ -199,6 +210,7 @@ class Luong(Seq2SeqRecipe):
                 "window": self.window,
                 "input_feeding": self.input_feeding,
                 "dropout": self.dropout,
+                "probability_fn": self.probability_fn,
             }
         )
         return config

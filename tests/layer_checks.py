@@ -139,3 +139,34 @@ def gradient_magnitudes(model, x, y, loss_fn):
         w.path: 0.0 if g is None else float(np.max(np.abs(to_numpy(g))))
         for w, g in zip(weights, gradients)
     }
+
+
+def vector_jacobian_product(function, x, cotangent):
+    """`cotangent^T d function(x) / dx`, by the backend's own autodiff.
+
+    Backend-specific like `gradient_magnitudes`: the gradient of
+    `sum(cotangent * function(x))` with respect to the float32 tensor `x`.
+    """
+    backend = keras.backend.backend()
+    cotangent = np.asarray(cotangent, "float32")
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        x = tf.constant(x, "float32")
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            total = tf.reduce_sum(function(x) * cotangent)
+        gradient = tape.gradient(total, x)
+    elif backend == "torch":
+        import torch
+
+        x = ops.convert_to_tensor(x, "float32").detach().requires_grad_(True)
+        torch.sum(function(x) * ops.convert_to_tensor(cotangent)).backward()
+        gradient = x.grad
+    else:
+        import jax
+
+        gradient = jax.grad(lambda x: (function(x) * cotangent).sum())(
+            jax.numpy.asarray(x, "float32")
+        )
+    return to_numpy(gradient)

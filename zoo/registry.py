@@ -79,11 +79,13 @@ SYNTHETIC_CAPTIONS_TRAINING = {
 _SMALL_RNN = {"embedding_dim": 64, "hidden_dim": 128}
 
 
-def _luong_small(attention, score):
+def _luong_small(attention, score, **options):
+    distribution = options.get("probability_fn", "softmax")
     return {
         "recipe": "luong",
         "description": f"Luong et al. 2015, {attention} attention, {score} score, "
-        "input feeding, 2 x 128 LSTM; synthetic data",
+        + ("" if distribution == "softmax" else f"{distribution} weights, ")
+        + "input feeding, 2 x 128 LSTM; synthetic data",
         "model": {
             **_SMALL_RNN,
             "num_layers": 2,
@@ -92,6 +94,7 @@ def _luong_small(attention, score):
             "window": 5,
             "input_feeding": True,
             "dropout": 0.1,
+            **options,
         },
         "training": SMALL_TRAINING,
     }
@@ -129,6 +132,11 @@ PRESETS = {
     },
     "luong_global_dot_small": _luong_small("global", "dot"),
     "luong_global_general_small": _luong_small("global", "general"),
+    # Sparsemax (Martins and Astudillo, 2016) in place of the softmax: sparse
+    # alignments, as OpenNMT-py's `global_attention_function sparsemax`.
+    "luong_global_general_sparsemax_small": _luong_small(
+        "global", "general", probability_fn="sparsemax"
+    ),
     "luong_global_concat_small": _luong_small("global", "concat"),
     "luong_local_m_general_small": _luong_small("local-m", "general"),
     "luong_local_p_general_small": _luong_small("local-p", "general"),

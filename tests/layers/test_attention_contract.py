@@ -1,4 +1,5 @@
-"""The call contract shared by AdditiveAttention, LuongAttention and LocalAttention."""
+"""The call contract shared by AdditiveAttention, LuongAttention and LocalAttention,
+with either distribution of the weights (softmax, sparsemax)."""
 
 import keras
 import numpy as np
@@ -13,6 +14,7 @@ from zoo.layers import LuongAttention
 from zoo.layers import masked_softmax
 from zoo.layers.base_attention import lowest_value
 
+SPARSEMAX = {"probability_fn": "sparsemax"}
 LAYERS = {
     "additive": lambda **kw: AdditiveAttention(units=4, **kw),
     "luong_dot": lambda **kw: LuongAttention(score="dot", scale=True, **kw),
@@ -20,6 +22,11 @@ LAYERS = {
     "luong_concat": lambda **kw: LuongAttention(score="concat", units=3, **kw),
     "local_m": lambda **kw: LocalAttention(mode="local-m", window=2, **kw),
     "local_p": lambda **kw: LocalAttention(mode="local-p", window=2, **kw),
+    # Sparsemax on the additive score and inside local-p's Gaussian window.
+    "additive_sparsemax": lambda **kw: AdditiveAttention(units=4, **{**SPARSEMAX, **kw}),
+    "local_p_sparsemax": lambda **kw: LocalAttention(
+        mode="local-p", window=2, **{**SPARSEMAX, **kw}
+    ),
 }
 
 
@@ -167,6 +174,17 @@ def test_lowest_value_is_the_dtypes_lowest_finite_number_on_this_backend(dtype):
     # Twice as low overflows: nothing finite lies below it.
     doubled = keras.ops.multiply(as_tensor, keras.ops.cast(2, dtype))
     assert np.isneginf(to_numpy(keras.ops.cast(doubled, "float32")))
+
+
+def test_probability_fn_is_in_the_config_and_old_configs_reload_as_softmax(make_layer):
+    layer = make_layer(probability_fn="sparsemax")
+    layer(*random_inputs(query_depth=6, value_depth=6))
+    config = layer.get_config()
+    assert config["probability_fn"] == "sparsemax"
+    assert type(layer).from_config(config).probability_fn == "sparsemax"
+    del config["probability_fn"]  # a config saved before the argument existed
+    assert type(layer).from_config(config).probability_fn == "softmax"
+
 
 def test_projections_of_equal_shape_start_different():
     # One stateless initializer shared by two weights would make them equal.

@@ -92,6 +92,7 @@ CALLS = {
         L.SpatialSoftAttention(units=4)(query, grid, return_attention_scores=True)[1]
     ),
     "masked_softmax": lambda: L.masked_softmax(query, query > 0),
+    "masked_sparsemax": lambda: L.masked_sparsemax(query, query > 0),
     "BaseAttention": lambda: None,  # abstract; every subclass above is called
 }
 unchecked = sorted(set(L.__all__) - set(CALLS))

@@ -3,15 +3,28 @@ import pytest
 from layer_checks import check_layer
 from layer_checks import to_numpy
 from numpy_reference import lengths_to_mask
-from numpy_reference import masked_softmax
+from numpy_reference import PROBABILITY_FUNCTIONS
 from numpy_reference import random_inputs
 
 from zoo.layers import LocalAttention
 
 
-def local_reference(layer, query, value, value_mask, *, mode, window, score, scale=False, step=0):
+def local_reference(
+    layer,
+    query,
+    value,
+    value_mask,
+    *,
+    mode,
+    window,
+    score,
+    scale=False,
+    step=0,
+    probability_fn="softmax",
+):
     """Luong et al. 2015, eqs. 9-10, with the dot score h_t^T h_s or the
-    general score h_t^T W_a h_s.
+    general score h_t^T W_a h_s; with `probability_fn="sparsemax"`,
+    sparsemax in place of the softmax over the window.
 
     The configuration comes from the test's own arguments; only the weights
     are read from the layer.
@@ -33,26 +46,37 @@ def local_reference(layer, query, value, value_mask, *, mode, window, score, sca
         centres = source_length / (1 + np.exp(-(hidden @ to_numpy(layer.position_v))))
     distance = np.arange(tv)[None, None, :] - centres[:, :, None]
     in_window = np.abs(distance) <= window
-    weights = masked_softmax(scores, in_window & value_mask[:, None, :])
+    weights = PROBABILITY_FUNCTIONS[probability_fn](scores, in_window & value_mask[:, None, :])
     if mode == "local-p":
         sigma = window / 2
         weights = weights * np.exp(-(distance**2) / (2 * sigma**2))
     return weights @ value, weights, in_window
 
 
+@pytest.mark.parametrize("probability_fn", ["softmax", "sparsemax"])
 @pytest.mark.parametrize("scale", [False, True])
 @pytest.mark.parametrize("mode", ["local-m", "local-p"])
-def test_matches_the_papers_formula(mode, scale):
+def test_matches_the_papers_formula(mode, scale, probability_fn):
     query, value = random_inputs(query_length=5, value_length=9, query_depth=4, value_depth=6)
     value_mask = lengths_to_mask([9, 5, 2], 9)
-    layer = LocalAttention(mode=mode, window=2, score="general", scale=scale)
+    layer = LocalAttention(
+        mode=mode, window=2, score="general", scale=scale, probability_fn=probability_fn
+    )
     layer.build(query.shape, value.shape)
     for weight in layer.weights:  # a scale other than its initial 1 must show
         if weight.path.endswith("attention_scale"):
             weight.assign(0.7)
     context, weights = layer(query, value, value_mask=value_mask, return_attention_scores=True)
     expected_context, expected_weights, in_window = local_reference(
-        layer, query, value, value_mask, mode=mode, window=2, score="general", scale=scale
+        layer,
+        query,
+        value,
+        value_mask,
+        mode=mode,
+        window=2,
+        score="general",
+        scale=scale,
+        probability_fn=probability_fn,
     )
     weights = to_numpy(weights)
     np.testing.assert_allclose(weights, expected_weights, rtol=1e-5, atol=1e-6)
@@ -113,6 +137,7 @@ def test_common_layer_checks(mode, tmp_path):
         ({"window": -3}, "window"),
         ({"score": "cosine"}, "score"),
         ({"mode": "local-m", "position_units": 4}, "position_units"),
+        ({"probability_fn": "hardmax"}, "probability_fn"),
     ],
 )
 def test_bad_arguments_are_named(kwargs, message):

@@ -3,6 +3,7 @@ import pytest
 from layer_checks import check_layer
 from layer_checks import to_numpy
 from numpy_reference import lengths_to_mask
+from numpy_reference import PROBABILITY_FUNCTIONS
 from numpy_reference import masked_softmax
 from numpy_reference import random_inputs
 
@@ -50,17 +51,18 @@ def move_scales_off_one(layer):
             weight.assign(0.7)
 
 
+@pytest.mark.parametrize("probability_fn", ["softmax", "sparsemax"])
 @pytest.mark.parametrize("scale", [False, True])
 @pytest.mark.parametrize("score", ["dot", "general", "concat"])
-def test_matches_the_papers_formula(score, scale):
+def test_matches_the_papers_formula(score, scale, probability_fn):
     query, value = random_inputs(query_depth=7, value_depth=7)
     value_mask = lengths_to_mask([6, 2, 4], 6)
     units = 3 if score == "concat" else None
-    layer = LuongAttention(score=score, units=units, scale=scale)
+    layer = LuongAttention(score=score, units=units, scale=scale, probability_fn=probability_fn)
     layer.build(query.shape, value.shape)
     move_scales_off_one(layer)
     context, weights = layer(query, value, value_mask=value_mask, return_attention_scores=True)
-    expected_weights = masked_softmax(
+    expected_weights = PROBABILITY_FUNCTIONS[probability_fn](
         luong_scores(layer, query, value, score=score, units=units, scale=scale),
         value_mask[:, None, :],
     )
@@ -78,11 +80,16 @@ def test_separate_key_and_value():
     np.testing.assert_allclose(to_numpy(context), expected @ value, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("score", ["general", "concat"])
-def test_common_layer_checks(score, tmp_path):
+@pytest.mark.parametrize(
+    "score, probability_fn", [("general", "softmax"), ("concat", "softmax"), ("general", "sparsemax")]
+)
+def test_common_layer_checks(score, probability_fn, tmp_path):
     query, value = random_inputs(batch=2)
     check_layer(
-        lambda **kw: LuongAttention(score=score, scale=True, **kw), query, value, tmp_path
+        lambda **kw: LuongAttention(score=score, scale=True, probability_fn=probability_fn, **kw),
+        query,
+        value,
+        tmp_path,
     )
 
 
@@ -98,6 +105,7 @@ def test_dot_score_needs_equal_depths():
         ({"score": "bilinear"}, "score"),
         ({"score": "dot", "units": 4}, "units"),
         ({"score": "concat", "units": -1}, "units"),
+        ({"probability_fn": "Sparsemax"}, "probability_fn"),
     ],
 )
 def test_bad_arguments_are_named(kwargs, message):

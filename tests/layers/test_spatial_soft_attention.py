@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from layer_checks import check_layer
 from layer_checks import to_numpy
-from numpy_reference import masked_softmax
+from numpy_reference import PROBABILITY_FUNCTIONS
 
 from zoo.layers import SpatialSoftAttention
 from zoo.layers import doubly_stochastic_penalty
@@ -15,8 +15,9 @@ def grid_inputs(batch=2, steps=3, query_depth=5, height=3, width=4, depth=6, see
     return query, grid
 
 
-def show_attend_tell_reference(layer, query, grid, *, units, use_gate):
-    """e_ti = v^T tanh(W h + b + U a_i); z_t = sigmoid(f_beta(h)) sum_i alpha_ti a_i.
+def show_attend_tell_reference(layer, query, grid, *, units, use_gate, probability_fn="softmax"):
+    """e_ti = v^T tanh(W h + b + U a_i); z_t = sigmoid(f_beta(h)) sum_i alpha_ti a_i,
+    alpha_t = softmax(e_t) (or sparsemax(e_t) with `probability_fn="sparsemax"`).
 
     The configuration comes from the test's own arguments; only the weights
     are read from the layer.
@@ -31,7 +32,7 @@ def show_attend_tell_reference(layer, query, grid, *, units, use_gate):
     projected_query = query @ w + to_numpy(attention.query_dense.bias)
     projected_keys = annotations @ u
     hidden = np.tanh(projected_query[:, :, None, :] + projected_keys[:, None, :, :])
-    alpha = masked_softmax(hidden @ v, np.ones(hidden.shape[:3], bool))
+    alpha = PROBABILITY_FUNCTIONS[probability_fn](hidden @ v, np.ones(hidden.shape[:3], bool))
     context = alpha @ annotations
     if use_gate:
         f_beta = query @ to_numpy(layer.gate_dense.kernel) + to_numpy(layer.gate_dense.bias)
@@ -50,10 +51,11 @@ def randomize_biases(layer, seed=0):
     return [weight.path for weight in biases]
 
 
+@pytest.mark.parametrize("probability_fn", ["softmax", "sparsemax"])
 @pytest.mark.parametrize("use_gate", [True, False])
-def test_matches_the_papers_formula(use_gate):
+def test_matches_the_papers_formula(use_gate, probability_fn):
     query, grid = grid_inputs()
-    layer = SpatialSoftAttention(units=4, use_gate=use_gate)
+    layer = SpatialSoftAttention(units=4, use_gate=use_gate, probability_fn=probability_fn)
     layer.build(query.shape, grid.shape)
     randomized = randomize_biases(layer)
     assert any(path.endswith("attention/query_dense/bias") for path in randomized), randomized
@@ -61,7 +63,7 @@ def test_matches_the_papers_formula(use_gate):
         assert any(path.endswith("gate/bias") for path in randomized), randomized
     context, alpha = layer(query, grid, return_attention_scores=True)
     expected_context, expected_alpha = show_attend_tell_reference(
-        layer, query, grid, units=4, use_gate=use_gate
+        layer, query, grid, units=4, use_gate=use_gate, probability_fn=probability_fn
     )
     np.testing.assert_allclose(to_numpy(alpha), expected_alpha, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(to_numpy(context), expected_context, rtol=1e-5, atol=1e-5)
@@ -105,9 +107,25 @@ def test_common_layer_checks(tmp_path):
     check_layer(lambda **kw: SpatialSoftAttention(units=4, **kw), query, grid, tmp_path)
 
 
+def test_probability_fn_reaches_the_attention_and_the_config():
+    query, grid = grid_inputs()
+    layer = SpatialSoftAttention(units=4, probability_fn="sparsemax")
+    layer(query, grid)
+    assert layer.attention.probability_fn == "sparsemax"
+    config = layer.get_config()
+    assert config["probability_fn"] == "sparsemax"
+    assert SpatialSoftAttention.from_config(config).attention.probability_fn == "sparsemax"
+    del config["probability_fn"]  # a config saved before the argument existed
+    assert SpatialSoftAttention.from_config(config).attention.probability_fn == "softmax"
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"units": 0}, "units"), ({"units": 4, "dropout": 1.5}, "dropout")],
+    [
+        ({"units": 0}, "units"),
+        ({"units": 4, "dropout": 1.5}, "dropout"),
+        ({"units": 4, "probability_fn": "entmax"}, "probability_fn"),
+    ],
 )
 def test_bad_arguments_name_the_argument(kwargs, message):
     with pytest.raises(ValueError, match=message):

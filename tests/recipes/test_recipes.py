@@ -46,19 +46,23 @@ def source_of(name):
 
 
 def presets_under_test():
-    """Every preset on tensorflow; one per recipe on jax and torch.
+    """Every preset on tensorflow; on jax and torch, one per recipe and
+    attention distribution (`probability_fn`).
 
-    The presets of one recipe differ only in options whose backend-specific
-    code is the same, and jax compiles each model anew: one per recipe keeps
-    the three-backend run within the suite's time.
+    Otherwise the presets of one recipe differ only in options whose
+    backend-specific code is the same (sparsemax's sort is not), and jax
+    compiles each model anew: one per recipe keeps the three-backend run
+    within the suite's time.
     """
     names = sorted(zoo.registry.PRESETS)
     if keras.backend.backend() == "tensorflow":
         return names
-    first_of_recipe = {}
+    first_of_kind = {}
     for name in names:
-        first_of_recipe.setdefault(zoo.registry.get_preset(name)["recipe"], name)
-    return sorted(first_of_recipe.values())
+        preset = zoo.registry.get_preset(name)
+        kind = (preset["recipe"], preset["model"].get("probability_fn", "softmax"))
+        first_of_kind.setdefault(kind, name)
+    return sorted(first_of_kind.values())
 
 
 @pytest.fixture(params=presets_under_test())
@@ -201,6 +205,25 @@ def test_a_model_dtype_policy_reaches_every_sublayer(preset_name):
     np.testing.assert_allclose(
         to_numpy(logits).astype("float32"), expected, atol=MIXED_PRECISION_TOLERANCE[policy]
     )
+
+
+def presets_setting(argument):
+    return [name for name in presets_under_test() if argument in zoo.registry.get_preset(name)["model"]]
+
+
+@pytest.mark.parametrize("name", presets_setting("probability_fn"))
+def test_the_preset_distribution_reaches_every_attention_layer(name):
+    # Also in the model rebuilt from its config, as a reloaded run is. The
+    # sublayers exist once the model is constructed: no call is needed.
+    expected = zoo.registry.get_preset(name)["model"]["probability_fn"]
+    model = tiny_model(name)
+    for model in (model, type(model).from_config(model.get_config())):
+        distributions = [
+            layer.probability_fn
+            for layer in model._flatten_layers(include_self=False)
+            if hasattr(layer, "probability_fn")
+        ]
+        assert distributions and set(distributions) == {expected}, distributions
 
 
 def test_config_round_trip(preset_name):
