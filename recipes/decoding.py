@@ -1,17 +1,19 @@
 """Greedy and beam search, written once in `keras.ops` for every recipe.
 
 Both searches use only the contract that every sequence-generating recipe
-offers (see DESIGN.md, "The one contract between recipes, decoding and
-export"):
+offers, `zoo.recipes.contract.SequenceGenerator` (see DESIGN.md, "The one
+contract between recipes, decoding and export"):
 
-- `model.encode(source) -> state`, a flat dict (or tuple) of tensors with the
-  batch on axis 0;
+- `model.encode(source) -> state`, a flat dict of tensors with the batch on
+  axis 0;
 - `model.decode_step(previous_tokens, state, step) -> (logits, state,
   attention)`, with `previous_tokens` int32 `[B]`, `step` the index of the
   target position being produced (0 for the first), logits `[B, V]` and the
   attention of that step `[B, S]`;
-- the attributes `bos_id`, `eos_id`, `pad_id` and `max_target_length` (an int
-  bound on the number of steps, such as a key/value cache size, or None).
+- the declarations: `bos_id`, `eos_id`, `pad_id`, `max_target_length` (an
+  int bound on the number of steps, such as a key/value cache size, or
+  None), `attention_width(state)` (S, read from the state's shape) and
+  `constant_state_keys` (the entries that beam search need not reorder).
 
 The step loop is one `keras.ops.while_loop`, so the whole search compiles to
 one graph on TensorFlow (`tf.function`, also with an unknown batch and source
@@ -35,6 +37,10 @@ from typing import NamedTuple
 import keras
 import numpy as np
 from keras import ops
+
+from zoo.recipes.contract import EOS_ID
+from zoo.recipes.contract import PAD_ID
+from zoo.recipes.contract import carried_state_keys
 
 # A "minus infinity" that stays finite: sums and differences of it never make
 # NaN, and anything below NEG_INF / 2 is treated as impossible.
@@ -146,9 +152,9 @@ def greedy_search(
         max_length: optional int, the most tokens to produce (EOS included).
         max_length_ratio, max_length_offset: when `max_length` is None the
             limit is `ceil(max_length_ratio * S) + max_length_offset`, with
-            `S` the padded source length (the attention width for a source
-            that is not a rank-2 token batch). Either limit is capped at
-            `model.max_target_length`.
+            `S` the attention width, `model.attention_width(state)` (the
+            padded source length of a token source). Either limit is capped
+            at `model.max_target_length`.
 
     Returns:
         A `DecodeResult` (the beam-only fields are None). The loop stops as
@@ -162,7 +168,7 @@ def greedy_search(
     source = ops.convert_to_tensor(source)
     batch = ops.shape(source)[0]
     state = model.encode(source)
-    source_width = _source_width(model, source, state)
+    source_width = model.attention_width(state)
     limit = max_decoding_steps(model, source_width, max_length, max_length_ratio, max_length_offset)
     hypotheses = {
         "tokens": ops.zeros((batch, limit), "int32"),
@@ -287,8 +293,9 @@ def beam_search(
     source = ops.convert_to_tensor(source)
     batch = ops.shape(source)[0]
     state = model.encode(source)
-    source_width = _source_width(model, source, state)
+    source_width = model.attention_width(state)
     limit = max_decoding_steps(model, source_width, max_length, max_length_ratio, max_length_offset)
+    carried = carried_state_keys(model, state)
     state = keras.tree.map_structure(lambda x: ops.repeat(x, width, axis=0), state)
     coverage_mask = _coverage_mask(source, batch, source_width, model.pad_id)
     scorer = _GnmtScorer(alpha, beta, coverage_mask, batch, width)
@@ -321,7 +328,7 @@ def beam_search(
     if beta:
         # Only the coverage penalty needs each live hypothesis' attention sum.
         search["alive_coverage"] = ops.zeros((batch * width, source_width), "float32")
-    update = _BeamUpdate(model, batch, width, limit, scorer)
+    update = _BeamUpdate(model, carried, batch, width, limit, scorer)
     step = ops.convert_to_tensor(0, "int32")
     tokens = ops.full((batch * width,), model.bos_id, dtype="int32")
 
@@ -329,9 +336,9 @@ def beam_search(
         return ops.logical_and(step < limit, ops.logical_not(ops.all(search["done"])))
 
     def body(step, tokens, state, search):
-        logits, new_state, attention = model.decode_step(tokens, state, step)
-        tokens, new_state, search = update(step, logits, attention, state, new_state, search)
-        return step + 1, tokens, new_state, search
+        logits, state, attention = model.decode_step(tokens, state, step)
+        tokens, state, search = update(step, logits, attention, state, search)
+        return step + 1, tokens, state, search
 
     num_steps, _, _, search = ops.while_loop(cond, body, (step, tokens, state, search))
     return _beam_result(search, num_steps, batch, width, limit, scorer, model.pad_id)
@@ -373,14 +380,15 @@ class _BeamUpdate:
     """One beam-search step after `decode_step`: expand, set aside the
     finished candidates, reorder the live beams and their state."""
 
-    def __init__(self, model, batch, width, limit, scorer):
+    def __init__(self, model, carried, batch, width, limit, scorer):
         self.model = model
+        self.carried = carried
         self.batch = batch
         self.width = width
         self.limit = limit
         self.scorer = scorer
 
-    def __call__(self, step, logits, attention, previous_state, state, search):
+    def __call__(self, step, logits, attention, state, search):
         batch, width = self.batch, self.width
         log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
         vocabulary = ops.shape(log_probs)[-1]
@@ -395,15 +403,14 @@ class _BeamUpdate:
         def reorder(x):
             return ops.take(x, origin, axis=0)
 
-        # An entry that decode_step passed through unchanged (the encoder's
-        # memory, projected keys, masks; the same function runs every step,
-        # so it did at every earlier step too) still holds what `encode`
-        # tiled: the same for every beam of an example, so reordering it
-        # would only copy it. Skipping those gathers made rnnsearch_small's
-        # batched beam step about a quarter faster on JAX (`zoo bench decode`).
-        state = keras.tree.map_structure(
-            lambda new, old: new if new is old else reorder(new), state, previous_state
-        )
+        # An entry the model declares constant (the encoder's memory,
+        # projected keys, masks) still holds what `encode` tiled: the same
+        # for every beam of an example, so reordering it would only copy it.
+        # Skipping those gathers made rnnsearch_small's batched beam step
+        # about a quarter faster on JAX (`zoo bench decode`).
+        state = {
+            key: reorder(value) if key in self.carried else value for key, value in state.items()
+        }
         # Candidate r of this step extends row `origin[r]` of the last one;
         # `attention` is still in the last step's rows (see `_backtrack`).
         history = {
@@ -571,7 +578,7 @@ def _backtrack(history, rows, lengths, batch, width, limit, pad_id):
     return tokens, ops.transpose(attention, (1, 0, 2))
 
 
-def decode_to_lists(tokens, eos_id=3, pad_id=0, include_eos=False):
+def decode_to_lists(tokens, eos_id=EOS_ID, pad_id=PAD_ID, include_eos=False):
     """Token ids as python lists, cut at the first EOS, for detokenizing.
 
     Args:
@@ -608,19 +615,6 @@ def decode_to_lists(tokens, eos_id=3, pad_id=0, include_eos=False):
 
 def _is_int(value):
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def _source_width(model, source, state):
-    """S, the width of the attention `[B, S]` and the padded source length
-    of the step limit. For a rank-2 token source it is the source length (the
-    contract); for another source (the image features of a captioning
-    model) one decode_step is run for the shape of its attention, and its
-    result discarded."""
-    if len(source.shape) == 2:
-        return ops.shape(source)[1]
-    start = ops.full((ops.shape(source)[0],), model.bos_id, dtype="int32")
-    _, _, attention = model.decode_step(start, state, ops.convert_to_tensor(0, "int32"))
-    return ops.shape(attention)[1]
 
 
 def _coverage_mask(source, batch, source_width, pad_id):

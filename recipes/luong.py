@@ -126,6 +126,9 @@ class Luong(Seq2SeqRecipe):
         )
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=policy)
 
+    # The contract's declarations (zoo.recipes.contract).
+    constant_state_keys = ("memory", "projected_keys", "source_mask")
+
     @property
     def recurrent_state_keys(self):
         keys = tuple(f"{kind}_{i}" for i in range(self.num_layers) for kind in ("h", "c"))

@@ -103,6 +103,9 @@ class RNNEncDec(Seq2SeqRecipe):
         self.embedding_dropout = keras.layers.Dropout(dropout, dtype=policy)
         self.output_dropout = keras.layers.Dropout(dropout, dtype=policy)
 
+    # The contract's declarations (zoo.recipes.contract).
+    constant_state_keys = ("summary", "source_mask")
+
     @property
     def recurrent_state_keys(self):
         return ("decoder_h", "decoder_c") if self.cell_type == "lstm" else ("decoder_h",)

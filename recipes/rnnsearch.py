@@ -36,6 +36,8 @@ class RNNSearch(Seq2SeqRecipe):
     """
 
     recurrent_state_keys = ("decoder_state",)
+    # The contract's declarations (zoo.recipes.contract).
+    constant_state_keys = ("memory", "projected_keys", "source_mask")
 
     def __init__(
         self,

@@ -1,14 +1,8 @@
-"""What every recipe shares: the encode / decode_step contract.
+"""The recurrent recipes' shared target side, and the translation recipes' base.
 
-A recipe is a `keras.Model` with three entry points (DESIGN.md, "The one
-contract"):
-
-- `call({"source" (or "image"), "target_in"})`: teacher-forced logits
-  `[B, T, V]`, for `fit`;
-- `encode(source) -> state`: a flat dict of batch-first tensors;
-- `decode_step(previous_tokens, state, step) -> (logits, state, attention)`.
-
-`AttentionDecoderModel` holds the target side, whatever the source;
+Every recipe is a `zoo.recipes.contract.SequenceGenerator` (the contract:
+`call`, `encode`, `decode_step` and the declarations that decoding and export
+read). `AttentionDecoderModel` holds the target side, whatever the source;
 `Seq2SeqRecipe` adds a token source (translation). The recurrent recipes
 write one step, `recurrent_step`, and the base class runs it over the
 target for `call` and once for `decode_step`, so the two paths compute the
@@ -18,7 +12,8 @@ same thing by construction.
 import keras
 from keras import ops
 
-PAD_ID, BOS_ID, EOS_ID = 0, 2, 3
+from zoo.recipes.contract import PAD_ID
+from zoo.recipes.contract import SequenceGenerator
 
 
 def default_jit_compile(recipe=None):
@@ -53,23 +48,20 @@ def reverse_valid_tokens(tokens, pad_id=PAD_ID):
     return ops.take_along_axis(tokens, source_positions, axis=1)
 
 
-class AttentionDecoderModel(keras.Model):
+class AttentionDecoderModel(SequenceGenerator):
     """Base class of every recipe that decodes a sequence with attention.
 
     It holds the target side of the contract, whatever the source is (a
-    sentence for translation, an image for captioning): the special token
-    ids, `decode_step`, and `run_recurrence`, which runs a subclass's
-    `recurrent_step` over a whole target. Subclasses implement `encode`,
-    `embed_targets`, `recurrent_step`, `output_logits` and `feature_size`,
-    and list in `recurrent_state_keys` the state entries that change from
-    step to step (the others are computed once by `encode` and only read).
+    sentence for translation, an image for captioning): `decode_step`, and
+    `run_recurrence`, which runs a subclass's `recurrent_step` over a whole
+    target. Subclasses implement `encode`, `embed_targets`,
+    `recurrent_step`, `output_logits` and `feature_size`, list in
+    `recurrent_state_keys` the state entries that change from step to step,
+    and declare the others, computed once by `encode` and only read, in
+    `constant_state_keys` (see `SequenceGenerator`).
 
     Args:
-        target_vocabulary_size: int, size of the target vocabulary.
-        pad_id, bos_id, eos_id: ids of the padding, begin and end tokens.
-        max_target_length: optional int, the most target steps the model can
-            decode (None: no limit of its own).
-        **kwargs: `keras.Model` keyword arguments (`name`, `dtype`).
+        **kwargs: see `zoo.recipes.contract.SequenceGenerator`.
     """
 
     recurrent_state_keys = ()
@@ -85,41 +77,11 @@ class AttentionDecoderModel(keras.Model):
     # 40.
     xla_on_tensorflow = False
 
-    def __init__(
-        self,
-        target_vocabulary_size,
-        pad_id=PAD_ID,
-        bos_id=BOS_ID,
-        eos_id=EOS_ID,
-        max_target_length=None,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        self._check_vocabulary_size(
-            "target_vocabulary_size", target_vocabulary_size, pad_id, bos_id, eos_id
-        )
-        self.target_vocabulary_size = target_vocabulary_size
-        self.pad_id = pad_id
-        self.bos_id = bos_id
-        self.eos_id = eos_id
-        self.max_target_length = max_target_length
-
-    @staticmethod
-    def _check_vocabulary_size(name, size, *special_ids):
-        if not isinstance(size, int) or size <= max(special_ids):
-            raise ValueError(
-                f"`{name}` must be an int larger than the special token ids. "
-                f"Received: {name}={size!r}"
-            )
-
     def decode_step(self, previous_tokens, state, step):
         """One target step: `previous_tokens` `[B]` -> logits `[B, V]`."""
         embedded = self.embed_targets(previous_tokens)
         features, state, attention = self.recurrent_step(embedded, state, step)
         return self.output_logits(features), state, attention
-
-    def encode(self, source, training=None):
-        raise NotImplementedError
 
     def embed_targets(self, tokens, training=None):
         raise NotImplementedError
@@ -135,10 +97,6 @@ class AttentionDecoderModel(keras.Model):
     def feature_size(self):
         """F, the size of the features `recurrent_step` returns."""
         raise NotImplementedError
-
-    def attention_width(self, state):
-        """S, the number of positions a step attends over (the source length)."""
-        return ops.shape(state["source_mask"])[1]
 
     # The recurrence over a whole target ---------------------------------------
 
@@ -244,15 +202,6 @@ class AttentionDecoderModel(keras.Model):
         )
         return features, attention
 
-    def get_config(self):
-        return {
-            "target_vocabulary_size": self.target_vocabulary_size,
-            "pad_id": self.pad_id,
-            "bos_id": self.bos_id,
-            "eos_id": self.eos_id,
-            "max_target_length": self.max_target_length,
-            "name": self.name,
-        }
 
 
 class Seq2SeqRecipe(AttentionDecoderModel):

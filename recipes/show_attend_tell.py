@@ -174,6 +174,10 @@ class ShowAttendTell(AttentionDecoderModel):
     """
 
     recurrent_state_keys = ("hidden", "cell")
+    # The contract's declarations (zoo.recipes.contract); `image_size` and
+    # `grid_shape` are set by the constructor.
+    constant_state_keys = ("features", "projected_features")
+    attention_state_key = "features"
 
     def __init__(
         self,
@@ -267,9 +271,6 @@ class ShowAttendTell(AttentionDecoderModel):
     @property
     def feature_size(self):
         return self.embedding_dim + self.hidden_dim + self.annotation_dim
-
-    def attention_width(self, state):
-        return ops.shape(state["features"])[1]
 
     def encode(self, image, training=None):
         """Images `[B, H, W, 3]` in [0, 1] -> the decoder's state."""

@@ -314,6 +314,13 @@ class Transformer(Seq2SeqRecipe):
     # length bucket.
     xla_on_tensorflow = False
 
+    # The contract's declarations (zoo.recipes.contract): the decoder's
+    # self-attention caches are the only entries a step changes.
+    @property
+    def constant_state_keys(self):
+        cross = tuple(f"cross_cache_{i}" for i in range(self.num_decoder_layers))
+        return ("memory", "source_mask") + cross
+
     def __init__(
         self,
         source_vocabulary_size,

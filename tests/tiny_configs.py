@@ -1,5 +1,11 @@
 """The smallest config of each recipe, shared by the tests that build every
-family (the preset sweep, the ONNX export)."""
+family (the preset sweep, the contract check, the ONNX export), and the tiny
+batch the sweep feeds them."""
+
+import keras
+import numpy as np
+
+import zoo.registry
 
 # The smallest sizes of each recipe; the preset's other settings (attention
 # type, score, cell, input feeding, ...) are kept.
@@ -28,3 +34,53 @@ TINY = {
         "attention_units": 5,
     },
 }
+
+VOCABULARY = 13
+SOURCE = np.array([[5, 6, 7, 8, 9, 4], [9, 4, 5, 0, 0, 0]], "int32")
+TARGET_IN = np.array([[2, 5, 6, 7, 8], [2, 8, 9, 0, 0]], "int32")
+TARGET_OUT = np.array([[5, 6, 7, 8, 3], [8, 9, 3, 0, 0]], "int32")
+# Captioning presets read 16x16 images: a 4x4 grid of 16 locations.
+IMAGES = np.random.default_rng(0).random((2, 16, 16, 3)).astype("float32")
+LOCATIONS = 16
+
+
+def is_captioning(name):
+    return zoo.registry.task_of(zoo.registry.get_preset(name)["recipe"]) == "captioning"
+
+
+def tiny_model(name, **kwargs):
+    recipe = zoo.registry.get_preset(name)["recipe"]
+    vocabularies = {"target_vocabulary_size": VOCABULARY}
+    if not is_captioning(name):
+        vocabularies["source_vocabulary_size"] = VOCABULARY
+    return zoo.registry.build(name, **vocabularies, **TINY[recipe], dropout=0.0, **kwargs)
+
+
+def source_of(name):
+    return IMAGES if is_captioning(name) else SOURCE
+
+
+def presets_under_test():
+    """Every preset on tensorflow; on jax and torch, one per recipe and
+    attention distribution (`probability_fn`).
+
+    Otherwise the presets of one recipe differ only in options whose
+    backend-specific code is the same (sparsemax's sort is not), and jax
+    compiles each model anew: one per recipe keeps the three-backend run
+    within the suite's time.
+    """
+    names = sorted(zoo.registry.PRESETS)
+    if keras.backend.backend() == "tensorflow":
+        return names
+    first_of_kind = {}
+    for name in names:
+        preset = zoo.registry.get_preset(name)
+        kind = (preset["recipe"], preset["model"].get("probability_fn", "softmax"))
+        first_of_kind.setdefault(kind, name)
+    return sorted(first_of_kind.values())
+
+
+def inputs(name):
+    if is_captioning(name):
+        return {"image": IMAGES, "target_in": TARGET_IN}
+    return {"source": SOURCE, "target_in": TARGET_IN}

@@ -8,6 +8,7 @@ import numpy as np
 from zoo import caption_metrics
 from zoo import runs
 from zoo.recipes import decoding
+from zoo.recipes.contract import EOS_TOKEN
 from zoo.translator import build_model
 from zoo.translator import compiled_search
 
@@ -28,6 +29,11 @@ class Caption:
     words: list
     attention: np.ndarray
     score: float
+
+    @property
+    def words_without_eos(self):
+        """The produced pieces without the final EOS."""
+        return [w for w in self.words if w != EOS_TOKEN]
 
 
 def caption_pairs(examples):
@@ -145,17 +151,12 @@ class Captioner:
         localisation = None
         if hasattr(examples[0], "objects"):
             localisation = caption_metrics.attention_localisation(
-                [_words(c) for c in captions],
-                [c.attention[: len(_words(c))] for c in captions],
+                [c.words_without_eos for c in captions],
+                [c.attention[: len(c.words_without_eos)] for c in captions],
                 [e.objects for e in examples],
                 self.image_size,
             )
         return {"scores": scores, "localisation": localisation, "captions": captions}
-
-
-def _words(caption):
-    """The produced pieces without the final EOS."""
-    return [w for w in caption.words if w != "[EOS]"]
 
 
 def load(run_dir, config=None):

@@ -327,7 +327,7 @@ def command_caption(args):
         from zoo.data import load_image
 
         first = captions[0]
-        words = [w for w in first.words if w != "[EOS]"]
+        words = first.words_without_eos
         path = plots.plot_caption_attention(
             load_image(args.images[0], captioner.image_size),
             words,

@@ -278,25 +278,15 @@ def _add_translation_endpoints(archive, translator, beam, length_penalty, max_in
             "score": tf.gather(result.scores, restore),
         }
 
-    def logits(source, target_in):
-        return {"logits": model({"source": source, "target_in": target_in}, training=False)}
-
     archive.add_endpoint(
         "translate", translate, input_signature=[tf.TensorSpec([None], tf.string, name="text")]
     )
-    archive.add_endpoint(
-        "logits",
-        logits,
-        input_signature=[
-            tf.TensorSpec([None, None], tf.int32, name="source"),
-            tf.TensorSpec([None, None], tf.int32, name="target_in"),
-        ],
-    )
+    _add_logits_endpoint(archive, model)
 
 
 def _add_captioning_endpoints(archive, captioner, beam, length_penalty):
     model = captioner.model
-    size = captioner.image_size
+    size = model.image_size
     search = compiled_search(model, beam, length_penalty, max_length=captioner.max_caption_length)
 
     def caption(images):
@@ -308,17 +298,26 @@ def _add_captioning_endpoints(archive, captioner, beam, length_penalty):
         result = search(pixels)
         return {"caption": captioner.tokenizer.detokenize(result.tokens), "score": result.scores}
 
-    def logits(image, target_in):
-        return {"logits": model({"image": image, "target_in": target_in}, training=False)}
-
     archive.add_endpoint(
         "caption", caption, input_signature=[tf.TensorSpec([None], tf.string, name="images")]
     )
+    _add_logits_endpoint(archive, model)
+
+
+def _add_logits_endpoint(archive, model):
+    """`logits(<source>, target_in)`: the teacher-forced logits of `call`,
+    its source input as the model's `source_spec` declares it."""
+    source = model.source_spec
+
+    def logits(source_batch, target_in):
+        inputs = {source.name: source_batch, "target_in": target_in}
+        return {"logits": model(inputs, training=False)}
+
     archive.add_endpoint(
         "logits",
         logits,
         input_signature=[
-            tf.TensorSpec([None, size, size, 3], tf.float32, name="image"),
+            tf.TensorSpec(source.shape, source.dtype, name=source.name),
             tf.TensorSpec([None, None], tf.int32, name="target_in"),
         ],
     )

@@ -11,16 +11,21 @@ converted with tf2onnx. The folder it writes is everything
                          [B, S], and new_<name> for each entry a step changes
     source.vocab         source vocabulary (translation only)
     target.vocab         target (or caption) vocabulary
-    manifest.json        the state names in order, which ones a step
-                         changes, each graph's inputs and outputs, special
-                         ids, length limits (the model's, and the training
-                         max_length that cuts sources or captions), task,
-                         image size and grid, and the run's config
+    manifest.json        the source's name, shape and dtype, the state
+                         names in order, which ones a step changes, each
+                         graph's inputs and outputs, the special ids, the
+                         state entry that gives the attention width, length
+                         limits (the model's, and the training max_length
+                         that cuts sources or captions), task, image size
+                         and grid, and the run's config
 
 The two graphs follow the recipes' contract (DESIGN.md, "The one
-contract"): `encode(source) -> state` and `decode_step(previous_tokens,
-state, step) -> (logits, state, attention)`. The batch axis and the source
-length axis are dynamic, so one file serves every batch and sentence length.
+contract", `zoo.recipes.contract`): `encode(source) -> state` and
+`decode_step(previous_tokens, state, step) -> (logits, state, attention)`,
+and the manifest holds its declarations. The source is traced with the
+model's `source_spec`, so the axes it leaves open (the batch, the source
+length) stay dynamic in every state entry that follows them: one file
+serves every batch and sentence length.
 
 Why two graphs and not the whole decoder loop: tf2onnx does turn the
 `while_loop` of `zoo.recipes.decoding.greedy_search` into an ONNX `Loop`
@@ -61,6 +66,7 @@ from zoo.onnx_format import MANIFEST
 from zoo.onnx_format import MANIFEST_FORMAT
 from zoo.onnx_format import MANIFEST_VERSION
 from zoo.onnx_format import NEW_STATE_PREFIX
+from zoo.recipes.contract import carried_state_keys
 
 # tf2onnx's preferred opset (`tf2onnx.constants.PREFERRED_OPSET`, 15 in
 # 1.17): the one its own tests cover. onnxruntime has run it since 1.10.
@@ -105,7 +111,7 @@ def export_onnx(run_dir, out, overwrite=False, opset=OPSET):
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = _new_sibling(out, "tmp")
     try:
-        graphs = convert_model(model, task, staging, opset=opset)
+        graphs = convert_model(model, staging, opset=opset)
         vocabularies = {"target": runs.TARGET_VOCABULARY}
         if task == "translation":
             vocabularies["source"] = runs.SOURCE_VOCABULARY
@@ -154,33 +160,34 @@ def check_exportable_policy(model):
         )
 
 
-def convert_model(model, task, folder, opset=OPSET):
+def convert_model(model, folder, opset=OPSET):
     """Converts `model.encode` and `model.decode_step` into two ONNX files.
 
     Args:
-        model: a built recipe model (the encode / decode_step contract).
-        task: "translation" (int32 token source) or "captioning" (float32
-            images of the model's `image_size`).
+        model: a built recipe model (a `zoo.recipes.contract.SequenceGenerator`).
         folder: where to write `encoder.onnx` and `decoder_step.onnx`.
         opset: the ONNX opset.
 
     Returns:
-        A dict describing the graphs for the manifest: `state` (entry names,
-        in the order of the decoder's inputs), `carried_state` (the entries
-        a step changes, output as `new_<name>`), `source_input`, and
-        `graphs`: the file, inputs and outputs of each graph.
+        A dict describing the graphs for the manifest: `source` (the
+        model's `source_spec`), `state` (entry names, in the order of the
+        decoder's inputs), `carried_state` (the entries a step changes,
+        output as `new_<name>`), and `graphs`: the file, inputs and outputs
+        of each graph.
     """
     folder = Path(folder)
-    source_spec, probes = _source_spec(model, task)
-    states = [model.encode(probe) for probe in probes]
-    names = list(states[0])
-    carried = _carried_state(model, states[0], probes[0])
-    state_specs = [_dynamic_spec(name, [state[name] for state in states]) for name in names]
+    source = model.source_spec
+    source_spec = tf.TensorSpec(source.shape, source.dtype, name=source.name)
 
     def encode(source):
-        state = model.encode(source, training=False)
-        return {name: state[name] for name in names}
+        return dict(model.encode(source, training=False))
 
+    state = _convert(encode, [source_spec], folder / ENCODER, opset)
+    names = list(state)
+    carried = carried_state_keys(model, state)
+    # The traced state's shapes: None wherever an entry follows an open axis
+    # of the source.
+    state_specs = [tf.TensorSpec(state[name].shape, state[name].dtype, name=name) for name in names]
     token_spec = tf.TensorSpec([None], tf.int32, name="previous_tokens")
     step_spec = tf.TensorSpec([], tf.int32, name="step")
 
@@ -192,14 +199,13 @@ def convert_model(model, task, folder, opset=OPSET):
         outputs.update({NEW_STATE_PREFIX + name: state[name] for name in carried})
         return outputs
 
-    _convert(encode, [source_spec], folder / ENCODER, opset)
     _convert(decode_step, [token_spec, step_spec] + state_specs, folder / DECODER_STEP, opset)
     return {
-        "source_input": source_spec.name,
+        "source": {"name": source.name, "shape": list(source.shape), "dtype": source.dtype},
         "state": names,
         "carried_state": carried,
         "graphs": {
-            "encoder": {"file": ENCODER, "inputs": [source_spec.name], "outputs": names},
+            "encoder": {"file": ENCODER, "inputs": [source.name], "outputs": names},
             "decoder_step": {
                 "file": DECODER_STEP,
                 "inputs": ["previous_tokens", "step"] + names,
@@ -210,44 +216,19 @@ def convert_model(model, task, folder, opset=OPSET):
 
 
 def _convert(function, signature, path, opset):
+    """Traces `function` over `signature` into the ONNX file `path`.
+
+    Returns:
+        The traced outputs (symbolic tensors, with the shapes TensorFlow
+        inferred), in the structure `function` returns.
+    """
     traced = tf.function(function, input_signature=signature)
+    outputs = traced.get_concrete_function().structured_outputs
+    # The trace above is cached: tf2onnx converts that same graph.
     tf2onnx.convert.from_function(
         traced, input_signature=signature, opset=opset, output_path=str(path)
     )
-
-
-def _source_spec(model, task):
-    """The encoder's input spec and two probe batches of different shapes
-    (batch 1 and 2; source length 3 and 5), whose states tell which axes of
-    each state entry follow the batch and the source length."""
-    if task == "captioning":
-        size = model.image_size
-        spec = tf.TensorSpec([None, size, size, 3], tf.float32, name="image")
-        probes = [np.zeros((batch, size, size, 3), "float32") for batch in (1, 2)]
-        return spec, probes
-    spec = tf.TensorSpec([None, None], tf.int32, name="source")
-    probes = [np.full((batch, length), model.eos_id, "int32") for batch, length in ((1, 3), (2, 5))]
-    return spec, probes
-
-
-def _dynamic_spec(name, probes):
-    """A TensorSpec with `None` on every axis whose size differed between
-    the probe states (batch, source length), the probe's size elsewhere."""
-    shapes = [tuple(probe.shape) for probe in probes]
-    dims = [first if all(s[axis] == first for s in shapes) else None
-            for axis, first in enumerate(shapes[0])]
-    return tf.TensorSpec(dims, probes[0].dtype, name=name)
-
-
-def _carried_state(model, state, probe):
-    """The state entries that `decode_step` changes, in state order.
-
-    An entry it passes through unchanged (memory, projected keys, masks)
-    comes back as the same tensor object, the test `recipes.decoding`'s beam
-    search relies on too; only the others are decoder-step outputs."""
-    tokens = np.full((probe.shape[0],), model.bos_id, "int32")
-    _, new_state, _ = model.decode_step(tokens, state, 0)
-    return [name for name in state if new_state[name] is not state[name]]
+    return outputs
 
 
 def _manifest(model, task, config, graphs, vocabularies, opset):
@@ -262,13 +243,14 @@ def _manifest(model, task, config, graphs, vocabularies, opset):
         "pad_id": model.pad_id,
         "bos_id": model.bos_id,
         "eos_id": model.eos_id,
+        "attention_state_key": model.attention_state_key,
         "max_target_length": model.max_target_length,
         "max_source_length": getattr(model, "max_source_length", None),
         # Sources are cut to it (translation), or captions to it (captioning),
         # as the Python API does.
         "training_max_length": config.get("training", {}).get("max_length"),
-        "image_size": getattr(model, "image_size", None),
-        "grid_shape": list(model.grid_shape) if hasattr(model, "grid_shape") else None,
+        "image_size": model.image_size,
+        "grid_shape": None if model.grid_shape is None else list(model.grid_shape),
         "config": config,
         **graphs,
     }

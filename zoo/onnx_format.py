@@ -10,7 +10,9 @@ ENCODER = "encoder.onnx"
 DECODER_STEP = "decoder_step.onnx"
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "keras-attention-zoo-onnx"
-MANIFEST_VERSION = 1
+# 2: the source's spec and the attention's state entry, the contract's
+# declarations that the runner reads.
+MANIFEST_VERSION = 2
 # The prefix of the decoder-step outputs that carry a changed state entry:
 # an ONNX graph cannot have an input and an output of the same name.
 NEW_STATE_PREFIX = "new_"

@@ -33,6 +33,7 @@ import onnxruntime
 from zoo import onnx_format
 from zoo.captioner import Captioner
 from zoo.errors import ZooUserError
+from zoo.recipes import contract
 from zoo.recipes import decoding
 from zoo.translator import Translator
 from zoo.translator import compiled_search
@@ -54,7 +55,9 @@ class OnnxModel:
 
     Attributes:
         manifest: the folder's manifest dict.
-        pad_id, bos_id, eos_id, max_target_length: as on a recipe model.
+        pad_id, bos_id, eos_id, max_target_length, constant_state_keys,
+        attention_state_key: the declarations of a recipe model
+            (`zoo.recipes.contract.SequenceGenerator`), from the manifest.
         image_size, grid_shape: for a captioning export (else None).
     """
 
@@ -74,26 +77,28 @@ class OnnxModel:
         self.bos_id = self.manifest["bos_id"]
         self.eos_id = self.manifest["eos_id"]
         self.max_target_length = self.manifest["max_target_length"]
+        self.attention_state_key = self.manifest["attention_state_key"]
         self.image_size = self.manifest["image_size"]
         grid = self.manifest["grid_shape"]
         self.grid_shape = tuple(grid) if grid else None
         self._state_names = self.manifest["state"]
         self._carried = self.manifest["carried_state"]
+        self.constant_state_keys = tuple(n for n in self._state_names if n not in self._carried)
         self._step_outputs = graphs["decoder_step"]["outputs"]
-        self._source_input = self.manifest["source_input"]
-        self._source_dtype = "float32" if self._source_input == "image" else "int32"
+        self._source = self.manifest["source"]
+
+    def attention_width(self, state):
+        """S, as a recipe's `attention_width`: axis 1 of the declared entry."""
+        return contract.attention_width(self, state)
 
     def encode(self, source):
         """Source `[B, S]` int32 ids (or images `[B, H, W, 3]`) -> state dict."""
-        source = np.asarray(source, self._source_dtype)
-        values = self.encoder.run(self._state_names, {self._source_input: source})
+        source = np.asarray(source, self._source["dtype"])
+        values = self.encoder.run(self._state_names, {self._source["name"]: source})
         return dict(zip(self._state_names, values))
 
     def decode_step(self, previous_tokens, state, step):
         """One target step, as a recipe's `decode_step`.
-
-        The entries that the step does not change are returned as the same
-        objects (so `decoding.beam_search` skips reordering them).
 
         Returns:
             `(logits [B, V], state, attention [B, S])` as NumPy arrays.
@@ -169,11 +174,9 @@ def greedy_search(model, source, max_length=None, max_length_ratio=1.5, max_leng
     source = np.asarray(source)
     batch = source.shape[0]
     state = model.encode(source)
+    source_width = model.attention_width(state)
     tokens = np.full((batch,), model.bos_id, "int32")
     logits, state, attention = model.decode_step(tokens, state, 0)
-    # The attention width is the source length of a token source and the
-    # number of image locations of a captioning one, as in decoding.
-    source_width = attention.shape[1]
     limit = decoding.max_decoding_steps(
         model, source_width, max_length, max_length_ratio, max_length_offset
     )
@@ -248,8 +251,13 @@ class _GraphStepModel:
         self.model = model
         self.pad_id, self.bos_id, self.eos_id = model.pad_id, model.bos_id, model.eos_id
         self.max_target_length = model.max_target_length
+        self.constant_state_keys = model.constant_state_keys
+        self.attention_state_key = model.attention_state_key
         self._encoder_outputs = _signature(model.encoder.get_outputs())
         self._step_outputs = _signature(model.decoder.get_outputs())
+
+    def attention_width(self, state):
+        return contract.attention_width(self, state)
 
     def encode(self, source):
         import tensorflow as tf
@@ -286,7 +294,7 @@ class _GraphStepModel:
             _with_shape(v, self._step_outputs[name]) for name, v in zip(outputs, values)
         )
         # Carried entries keep their input's shape, which the while loop
-        # checks; unchanged entries are returned as the same tensors.
+        # checks.
         carried = {
             name: tf.ensure_shape(value, state[name].shape)
             for name, value in zip(self.model.manifest["carried_state"], carried)

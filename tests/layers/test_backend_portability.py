@@ -40,7 +40,8 @@ RECIPE_MODULES = sorted(
     info.name for info in pkgutil.iter_modules(zoo.recipes.__path__) if not info.ispkg
 )
 KNOWN_RECIPE_MODULES = {
-    "decoding", "luong", "rnnencdec", "rnnsearch", "seq2seq", "show_attend_tell", "transformer"
+    "contract", "decoding", "luong", "rnnencdec", "rnnsearch", "seq2seq", "show_attend_tell",
+    "transformer",
 }
 TESTS_DIRECTORY = str(Path(__file__).resolve().parents[1])
 

@@ -18,6 +18,7 @@ import pytest
 from keras import ops
 
 from zoo.layers import masked_softmax
+from zoo.recipes.contract import SequenceGenerator
 from zoo.recipes.decoding import DecodeResult
 from zoo.recipes.decoding import beam_search
 from zoo.recipes.decoding import decode_to_lists
@@ -29,15 +30,22 @@ TABLE_STEPS = 32  # the toy's tables cover this many steps
 TABLE_WIDTH = 8  # ... and source positions
 
 
-class ToyTranslator(keras.Model):
+class ToyTranslator(SequenceGenerator):
     """A keras.Model with the encode / decode_step contract and fixed weights."""
 
-    bos_id, eos_id, pad_id = BOS, EOS, PAD
+    constant_state_keys = ("memory", "mask", "source_length")
+    attention_state_key = "mask"
 
     def __init__(self, params, max_target_length=None, **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(
+            params["logit_table"].shape[-1],
+            pad_id=PAD,
+            bos_id=BOS,
+            eos_id=EOS,
+            max_target_length=max_target_length,
+            **kwargs,
+        )
         self.params = params
-        self.max_target_length = max_target_length
         self.tables = {
             name: keras.Variable(value.astype("float32"), trainable=False, name=name)
             for name, value in params.items()

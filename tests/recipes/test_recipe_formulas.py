@@ -7,7 +7,6 @@ NumPy from the papers' equations and the model's weights, and the recipe
 must give the same initial state, attention, new state and logits.
 """
 
-import keras
 import numpy as np
 import pytest
 from keras import ops

@@ -1,4 +1,5 @@
-"""Every registered preset, built tiny, holds the recipe contract.
+"""Every registered preset, built tiny, trains, saves and computes in its
+dtype policy (the contract itself: test_contract.py).
 
 A new preset is tested by adding it to the registry: nothing here names one.
 """
@@ -11,88 +12,21 @@ from layer_checks import gradient_magnitudes
 from layer_checks import to_numpy
 
 import zoo.registry
-from tiny_configs import TINY
+from tiny_configs import SOURCE
+from tiny_configs import TARGET_IN
+from tiny_configs import TARGET_OUT
+from tiny_configs import VOCABULARY
+from tiny_configs import inputs
+from tiny_configs import presets_under_test
+from tiny_configs import source_of
+from tiny_configs import tiny_model
 from zoo.recipes.decoding import greedy_search
 from zoo.recipes.seq2seq import default_jit_compile
 from zoo.recipes.seq2seq import reverse_valid_tokens
 
-VOCABULARY = 13
 # Weights whose gradient is zero by construction: a bias added to every
 # attention score of a row (softmax is shift-invariant).
 ZERO_GRADIENT_BY_DESIGN = ("key/bias",)
-
-SOURCE = np.array([[5, 6, 7, 8, 9, 4], [9, 4, 5, 0, 0, 0]], "int32")
-TARGET_IN = np.array([[2, 5, 6, 7, 8], [2, 8, 9, 0, 0]], "int32")
-TARGET_OUT = np.array([[5, 6, 7, 8, 3], [8, 9, 3, 0, 0]], "int32")
-# Captioning presets read 16x16 images: a 4x4 grid of 16 locations.
-IMAGES = np.random.default_rng(0).random((2, 16, 16, 3)).astype("float32")
-LOCATIONS = 16
-
-
-def is_captioning(name):
-    return zoo.registry.task_of(zoo.registry.get_preset(name)["recipe"]) == "captioning"
-
-
-def tiny_model(name, **kwargs):
-    recipe = zoo.registry.get_preset(name)["recipe"]
-    vocabularies = {"target_vocabulary_size": VOCABULARY}
-    if not is_captioning(name):
-        vocabularies["source_vocabulary_size"] = VOCABULARY
-    return zoo.registry.build(name, **vocabularies, **TINY[recipe], dropout=0.0, **kwargs)
-
-
-def source_of(name):
-    return IMAGES if is_captioning(name) else SOURCE
-
-
-def presets_under_test():
-    """Every preset on tensorflow; on jax and torch, one per recipe and
-    attention distribution (`probability_fn`).
-
-    Otherwise the presets of one recipe differ only in options whose
-    backend-specific code is the same (sparsemax's sort is not), and jax
-    compiles each model anew: one per recipe keeps the three-backend run
-    within the suite's time.
-    """
-    names = sorted(zoo.registry.PRESETS)
-    if keras.backend.backend() == "tensorflow":
-        return names
-    first_of_kind = {}
-    for name in names:
-        preset = zoo.registry.get_preset(name)
-        kind = (preset["recipe"], preset["model"].get("probability_fn", "softmax"))
-        first_of_kind.setdefault(kind, name)
-    return sorted(first_of_kind.values())
-
-
-@pytest.fixture(params=presets_under_test())
-def preset_name(request):
-    return request.param
-
-
-def inputs(name):
-    if is_captioning(name):
-        return {"image": IMAGES, "target_in": TARGET_IN}
-    return {"source": SOURCE, "target_in": TARGET_IN}
-
-
-def test_decode_step_reproduces_the_teacher_forced_logits(preset_name):
-    model = tiny_model(preset_name)
-    expected = to_numpy(model(inputs(preset_name)))
-    assert expected.shape == (2, 5, VOCABULARY) and np.all(np.isfinite(expected))
-    state = model.encode(source_of(preset_name))
-    for key, value in state.items():
-        assert value.shape[0] == 2, f"state[{key!r}] is not batch-first"
-    for step in range(TARGET_IN.shape[1]):
-        logits, state, attention = model.decode_step(TARGET_IN[:, step], state, step)
-        np.testing.assert_allclose(to_numpy(logits), expected[:, step], atol=1e-5)
-        attention = to_numpy(attention)
-        if is_captioning(preset_name):
-            assert attention.shape == (2, LOCATIONS)
-            np.testing.assert_allclose(attention.sum(-1), 1.0, rtol=1e-5)
-        else:
-            assert attention.shape == (2, 6)
-            assert np.all(attention[1, 3:] == 0), "attention on padding"
 
 
 def test_every_weight_gets_a_gradient_and_fit_runs(preset_name):

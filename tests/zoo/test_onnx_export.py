@@ -98,9 +98,17 @@ def exports(tmp_path_factory):
 
 @pytest.mark.parametrize("preset", FAMILIES)
 def test_export_writes_the_graphs_vocabularies_and_manifest(exports, preset):
-    out = exports(preset).out
+    out, keras_side = exports(preset).out, exports(preset).keras_side
     manifest = onnx_runner.read_manifest(out)
-    assert manifest["state"] and set(manifest["carried_state"]) <= set(manifest["state"])
+    # The model's declarations, as written (`zoo.recipes.contract`).
+    model = keras_side.model
+    spec = model.source_spec
+    assert manifest["source"] == {"name": spec.name, "shape": list(spec.shape), "dtype": spec.dtype}
+    source = IMAGES[:1] / 255.0 if model.image_size else np.full((1, 3), model.eos_id, "int32")
+    state = model.encode(source)
+    assert manifest["state"] == list(state)
+    assert manifest["carried_state"] == model.carried_state_keys(state)
+    assert manifest["attention_state_key"] == model.attention_state_key
     for name in ("encoder.onnx", "decoder_step.onnx", "target.vocab"):
         assert (out / name).is_file(), name
     assert (out / "source.vocab").is_file() == (manifest["task"] == "translation")
@@ -159,7 +167,7 @@ def test_graphs_agree_with_encode_and_decode_step(exports, preset, batch, length
 
 # Beam search is recipes.decoding's own code on both sides: on a token
 # source (its step limit computed from the source length) and on the image
-# source (its attention width comes from a decode step).
+# source (its attention width read from the declared state entry).
 @pytest.mark.parametrize("preset", ["rnnsearch_small", "show_attend_tell_small"])
 def test_beam_search_through_the_runner_equals_the_python_api(exports, preset):
     keras_side, onnx_side = exports(preset)[2:]

@@ -26,7 +26,8 @@ comes back as "a man, in a t-shirt.".
 `detokenize` is `decode` in TensorFlow graph ops, for a batch (it is what
 an exported SavedModel runs); every rule above is expressed there.
 
-The reserved tokens come first, so their ids are fixed:
+The reserved tokens come first, so their ids are fixed, those of the
+recipes' contract (`zoo.recipes.contract.SPECIAL_TOKENS`):
 `[PAD]`=0, `[UNK]`=1, `[BOS]`=2, `[EOS]`=3.
 """
 
@@ -43,12 +44,15 @@ import tensorflow_text as tf_text
 # `normalize` uses it too, so that it matches `tokenize` by construction.
 from keras_hub.src.tokenizers.word_piece_tokenizer import pretokenize
 
-PAD = "[PAD]"
-UNK = "[UNK]"
-BOS = "[BOS]"
-EOS = "[EOS]"
-RESERVED_TOKENS = (PAD, UNK, BOS, EOS)
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = range(4)
+from zoo.recipes.contract import BOS_ID
+from zoo.recipes.contract import EOS_ID
+from zoo.recipes.contract import PAD_ID
+from zoo.recipes.contract import SPECIAL_TOKENS
+from zoo.recipes.contract import UNK_ID
+
+# The recipes' contract defines the reserved tokens and their ids.
+RESERVED_TOKENS = SPECIAL_TOKENS
+PAD, UNK, BOS, EOS = RESERVED_TOKENS
 
 SUFFIX_INDICATOR = "##"
 
