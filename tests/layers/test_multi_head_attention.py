@@ -277,6 +277,31 @@ def test_self_attention_cache_decoding_equals_causal_call(query_rank, tensor_ind
     )
 
 
+@pytest.mark.parametrize("return_attention_scores", [False, True], ids=["one_query", "explicit"])
+def test_cache_decoding_keeps_the_sliding_window_and_the_gate(return_attention_scores):
+    """Keras' causal and sliding-window masks count the query positions from
+    0; with a cache being written they start at `cache_update_index`."""
+    x, _ = random_inputs(batch=2, query_length=5, query_depth=6)
+    layer = make_layer(sliding_window=2, use_gate=True)
+    full = to_numpy(layer(x, x, use_causal_mask=True))
+    cache = np.zeros((2, 2, 5, NUM_HEADS, KEY_DIM), "float32")
+    for step in range(5):
+        results = layer(
+            x[:, step],
+            x[:, step : step + 1],
+            cache=cache,
+            cache_update_index=step,
+            use_causal_mask=True,
+            return_attention_scores=return_attention_scores,
+        )
+        output, cache = results[0], results[-1]
+        np.testing.assert_allclose(to_numpy(output), full[:, step], rtol=1e-5, atol=1e-5)
+        if return_attention_scores:
+            keys = np.arange(5)
+            outside = (keys > step) | (step - keys >= 2)
+            assert np.all(to_numpy(results[1])[..., outside] == 0)
+
+
 def test_cache_decoding_with_attention_mask_and_fused_path():
     x, _ = random_inputs(batch=2, query_length=4, query_depth=6)
     layer = make_layer()
