@@ -23,3 +23,10 @@ def seeded():
     """Every test starts from the same random state, on every backend."""
     keras.utils.set_random_seed(1234)
     np.random.seed(1234)
+
+
+def pytest_configure(config):
+    # Keras' own test files, which tests/layers runs on our layers, use it.
+    config.addinivalue_line(
+        "markers", "requires_trainable_backend: Keras' marker of tests that train"
+    )
