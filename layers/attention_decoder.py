@@ -2,6 +2,8 @@
 layer over a memory, and two ways to run them (a whole target at once, or one
 step at a time)."""
 
+import copy
+
 import keras
 from keras import ops
 
@@ -378,7 +380,8 @@ class AttentionDecoder(keras.layers.Layer):
 
     @classmethod
     def from_config(cls, config):
-        config = dict(config)
+        # A deep copy: StackedRNNCells.from_config pops from the dict it gets.
+        config = copy.deepcopy(config)
         config["cell"] = keras.layers.deserialize(config["cell"])
         config["attention"] = keras.layers.deserialize(config["attention"])
         return cls(**config)
