@@ -342,25 +342,18 @@ class AttentionDecoder(keras.layers.Layer):
             return None if None in memory_shape[1:3] else memory_shape[1] * memory_shape[2]
         return memory_shape[1]
 
+    def compute_output_shape(self, inputs_shape, memory_shape):
+        """The outputs' shape (without the attention or the state)."""
+        return (inputs_shape[0], inputs_shape[1], self._output_size(memory_shape[-1]))
+
     def compute_output_spec(
-        self,
-        inputs,
-        memory,
-        inputs_mask=None,
-        memory_mask=None,
-        initial_state=None,
-        projected_memory=None,
-        return_attention=False,
-        return_state=False,
-        xla=None,
-        training=None,
+        self, inputs, memory, memory_mask=None, return_attention=False, return_state=False, **kwargs
     ):
         self._validate(inputs, memory, memory_mask)
         batch, length = inputs.shape[0], inputs.shape[1]
         dtype = self.compute_dtype
-        result = (
-            keras.KerasTensor((batch, length, self._output_size(memory.shape[-1])), dtype=dtype),
-        )
+        outputs_shape = self.compute_output_shape(inputs.shape, memory.shape)
+        result = (keras.KerasTensor(outputs_shape, dtype=dtype),)
         if return_attention:
             width = self._memory_length(memory.shape)
             result += (keras.KerasTensor((batch, length, width), dtype=dtype),)
