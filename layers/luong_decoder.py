@@ -100,7 +100,7 @@ class LuongDecoder(AttentionDecoder):
             activation="tanh",
             use_bias=False,
             dtype=self.dtype_policy,
-            name="attentional_dense",
+            name="attentional_state",
         )
         # The same cell over a whole target, when no step reads the attention.
         self.rnn = (
