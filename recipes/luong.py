@@ -5,6 +5,7 @@ from keras import ops
 
 from zoo.layers import LocalAttention
 from zoo.layers import LuongAttention
+from zoo.layers import LuongDecoder
 from zoo.recipes.seq2seq import Seq2SeqRecipe
 from zoo.recipes.seq2seq import source_mask
 
@@ -23,7 +24,7 @@ class Luong(Seq2SeqRecipe):
     `p(y_t) = softmax(W_s h~_t)`. With input feeding, `h~_{t-1}` is fed to
     the first LSTM layer beside the previous word, so the model knows its
     past alignments; without it the decoder is a plain stacked LSTM and the
-    whole target is attended at once.
+    whole target is attended at once. The decoder is a `LuongDecoder`.
 
     Args:
         source_vocabulary_size, target_vocabulary_size: vocabulary sizes.
@@ -94,23 +95,12 @@ class Luong(Seq2SeqRecipe):
             )
             for i in range(num_layers)
         ]
-        self.decoder_cells = [
-            keras.layers.LSTMCell(hidden_dim, dtype=policy, name=f"decoder_cell_{i}")
-            for i in range(num_layers)
-        ]
-        # The same cells, run over a whole target when there is no input feeding.
-        self.decoder = keras.layers.RNN(
-            keras.layers.StackedRNNCells(self.decoder_cells, dtype=policy),
-            return_sequences=True,
-            dtype=policy,
-            name="decoder",
-        )
         if attention == "global":
-            self.attention = LuongAttention(
+            attention_layer = LuongAttention(
                 score=score, probability_fn=probability_fn, dtype=policy, name="attention"
             )
         else:
-            self.attention = LocalAttention(
+            attention_layer = LocalAttention(
                 mode=attention,
                 window=window,
                 score=score,
@@ -118,8 +108,15 @@ class Luong(Seq2SeqRecipe):
                 dtype=policy,
                 name="attention",
             )
-        self.attentional_dense = keras.layers.Dense(
-            hidden_dim, activation="tanh", use_bias=False, dtype=policy, name="attentional_state"
+        self.decoder = LuongDecoder(
+            [
+                keras.layers.LSTMCell(hidden_dim, dtype=policy, name=f"decoder_cell_{i}")
+                for i in range(num_layers)
+            ],
+            attention_layer,
+            input_feeding=input_feeding,
+            dtype=policy,
+            name="decoder",
         )
         self.output_projection = keras.layers.Dense(
             target_vocabulary_size, dtype=policy, name="output_projection"
@@ -147,10 +144,10 @@ class Luong(Seq2SeqRecipe):
             outputs, state[f"h_{i}"], state[f"c_{i}"] = layer(
                 outputs, mask=mask, training=training
             )
-        if not self.attention.built:
-            self.attention.build((None, self.hidden_dim), tuple(outputs.shape))
+        if not self.decoder.built:
+            self.decoder.build((None, None, self.embedding_dim), tuple(outputs.shape))
         state["memory"] = outputs
-        state["projected_keys"] = self.attention.project_keys(outputs)
+        state["projected_keys"] = self.decoder.project_memory(outputs)
         if self.input_feeding:
             state["feed"] = ops.zeros_like(state["h_0"])
         return state
@@ -158,45 +155,31 @@ class Luong(Seq2SeqRecipe):
     def embed_targets(self, tokens, training=None):
         return self.dropout_layer(self.target_embedding(tokens), training=training)
 
-    def _attentional_state(self, top, state, step):
-        """h~ = tanh(W_c [c; h]) for a top state `[B, H]` or `[B, T, H]`."""
-        kwargs = {"step": step} if isinstance(self.attention, LocalAttention) else {}
-        context, attention = self.attention(
-            top,
-            state["memory"],
-            projected_key=state["projected_keys"],
-            value_mask=state["source_mask"],
-            return_attention_scores=True,
-            **kwargs,
-        )
-        return self.attentional_dense(ops.concatenate([context, top], axis=-1)), attention
-
     def recurrent_step(self, embedded, state, step):
-        inputs = embedded
-        if self.input_feeding:
-            inputs = ops.concatenate([embedded, state["feed"]], axis=-1)
-        new_state = dict(state)
-        for i, cell in enumerate(self.decoder_cells):
-            inputs, (new_state[f"h_{i}"], new_state[f"c_{i}"]) = cell(
-                inputs, [state[f"h_{i}"], state[f"c_{i}"]]
-            )
-        attentional, attention = self._attentional_state(inputs, state, step)
-        if self.input_feeding:
-            new_state["feed"] = attentional
-        return attentional, new_state, attention
+        keys = self.recurrent_state_keys
+        attentional, new_states, attention = self.decoder.step(
+            embedded,
+            [state[key] for key in keys],
+            state["memory"],
+            projected_memory=state["projected_keys"],
+            memory_mask=state["source_mask"],
+            step=step,
+        )
+        return attentional, dict(state, **dict(zip(keys, new_states))), attention
 
-    def call(self, inputs, training=None):
-        if self.input_feeding:
-            return super().call(inputs, training=training)
-        # Without input feeding nothing in the recurrence depends on the
-        # attention, so the stacked LSTM runs first and all target steps
-        # attend at once.
-        state = self.encode(inputs["source"], training=training)
-        embedded = self.embed_targets(inputs["target_in"], training=training)
-        initial = [[state[f"h_{i}"], state[f"c_{i}"]] for i in range(self.num_layers)]
-        top = self.decoder(embedded, initial_state=initial, training=training)
-        attentional, _ = self._attentional_state(top, state, 0)
-        return self.output_logits(attentional, training=training)
+    def run_recurrence(self, embedded, state, training=None):
+        # The decoder's state is the LSTMs' (h_i, c_i), then the fed h~:
+        # the order of `recurrent_state_keys`.
+        return self.decoder(
+            embedded,
+            state["memory"],
+            memory_mask=state["source_mask"],
+            initial_state=[state[key] for key in self.recurrent_state_keys],
+            projected_memory=state["projected_keys"],
+            return_attention=True,
+            xla=self.step_loop_compiles_with_xla,
+            training=training,
+        )
 
     def output_logits(self, features, training=None):
         return self.output_projection(self.dropout_layer(features, training=training))

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from zoo.layers import AdditiveAttention
+from zoo.layers import BahdanauDecoder
 from zoo.recipes.seq2seq import Seq2SeqRecipe
 from zoo.recipes.seq2seq import source_mask
 
@@ -16,8 +17,8 @@ class RNNSearch(Seq2SeqRecipe):
       of its forward and backward states.
     - Decoder: at step i it attends from its previous state s_{i-1}
       (`AdditiveAttention`, the keys `U_a h_j` projected once per sentence),
-      then updates `s_i = GRU([E y_{i-1}; c_i], s_{i-1})`; the first state is
-      `s_0 = tanh(W_s h_1_backward)`.
+      then updates `s_i = GRU([E y_{i-1}; c_i], s_{i-1})` (a
+      `BahdanauDecoder`); the first state is `s_0 = tanh(W_s h_1_backward)`.
     - Deep output with maxout (appendix A.2.2):
       `t_i = max-pool_2(U_o s_{i-1} + V_o E y_{i-1} + C_o c_i)`,
       `p(y_i) = softmax(W_o t_i)`.
@@ -77,8 +78,12 @@ class RNNSearch(Seq2SeqRecipe):
         self.initial_state_dense = keras.layers.Dense(
             hidden_dim, activation="tanh", dtype=policy, name="initial_state"
         )
-        self.attention = AdditiveAttention(attention_units, dtype=policy, name="attention")
-        self.decoder_cell = keras.layers.GRUCell(hidden_dim, dtype=policy, name="decoder_cell")
+        self.decoder = BahdanauDecoder(
+            keras.layers.GRUCell(hidden_dim, dtype=policy, name="decoder_cell"),
+            AdditiveAttention(attention_units, dtype=policy, name="attention"),
+            dtype=policy,
+            name="decoder",
+        )
         self.readout = keras.layers.Dense(2 * maxout_units, dtype=policy, name="readout")
         self.output_projection = keras.layers.Dense(
             target_vocabulary_size, dtype=policy, name="output_projection"
@@ -94,11 +99,11 @@ class RNNSearch(Seq2SeqRecipe):
         mask = source_mask(source, self.pad_id)
         embedded = self.embedding_dropout(self.source_embedding(source), training=training)
         annotations, _, backward_first = self.encoder(embedded, mask=mask, training=training)
-        if not self.attention.built:
-            self.attention.build((None, self.hidden_dim), tuple(annotations.shape))
+        if not self.decoder.built:
+            self.decoder.build((None, None, self.embedding_dim), tuple(annotations.shape))
         return {
             "memory": annotations,
-            "projected_keys": self.attention.project_keys(annotations),
+            "projected_keys": self.decoder.project_memory(annotations),
             "source_mask": mask,
             "decoder_state": self.initial_state_dense(backward_first),
         }
@@ -108,20 +113,38 @@ class RNNSearch(Seq2SeqRecipe):
 
     def recurrent_step(self, embedded, state, step):
         previous = state["decoder_state"]
-        context, attention = self.attention(
-            previous,
+        outputs, new_states, attention = self.decoder.step(
+            embedded,
+            [previous],
             state["memory"],
-            projected_key=state["projected_keys"],
-            value_mask=state["source_mask"],
-            return_attention_scores=True,
+            projected_memory=state["projected_keys"],
+            memory_mask=state["source_mask"],
+            step=step,
         )
-        _, new_states = self.decoder_cell(
-            ops.concatenate([embedded, context], axis=-1), [previous]
-        )
-        new_state = dict(state, decoder_state=new_states[0])
+        context = outputs[..., self.hidden_dim :]
         # The readout uses s_{i-1}, as in the paper's appendix A.2.2.
         features = ops.concatenate([previous, embedded, context], axis=-1)
-        return features, new_state, attention
+        return features, dict(state, decoder_state=new_states[0]), attention
+
+    def run_recurrence(self, embedded, state, training=None):
+        outputs, attention = self.decoder(
+            embedded,
+            state["memory"],
+            memory_mask=state["source_mask"],
+            initial_state=[state["decoder_state"]],
+            projected_memory=state["projected_keys"],
+            return_attention=True,
+            xla=self.step_loop_compiles_with_xla,
+            training=training,
+        )
+        states, contexts = outputs[..., : self.hidden_dim], outputs[..., self.hidden_dim :]
+        # s_{i-1} at every step i: s_0, then the states of the steps before.
+        first = ops.expand_dims(ops.cast(state["decoder_state"], states.dtype), 1)
+        previous = ops.concatenate([first, states[:, :-1]], axis=1)
+        features = ops.concatenate(
+            [previous, ops.cast(embedded, states.dtype), contexts], axis=-1
+        )
+        return features, attention
 
     def output_logits(self, features, training=None):
         pre_maxout = self.readout(features)

@@ -4,9 +4,9 @@ Every recipe is a `zoo.recipes.contract.SequenceGenerator` (the contract:
 `call`, `encode`, `decode_step` and the declarations that decoding and export
 read). `AttentionDecoderModel` holds the target side, whatever the source;
 `Seq2SeqRecipe` adds a token source (translation). The recurrent recipes
-write one step, `recurrent_step`, and the base class runs it over the
-target for `call` and once for `decode_step`, so the two paths compute the
-same thing by construction.
+run a `zoo.layers` attention decoder: over the whole target for `call`
+(`run_recurrence`) and one step for `decode_step` (`recurrent_step`), the
+same layer's two ways of running, so the two paths compute the same thing.
 """
 
 import keras
@@ -52,13 +52,13 @@ class AttentionDecoderModel(SequenceGenerator):
     """Base class of every recipe that decodes a sequence with attention.
 
     It holds the target side of the contract, whatever the source is (a
-    sentence for translation, an image for captioning): `decode_step`, and
-    `run_recurrence`, which runs a subclass's `recurrent_step` over a whole
-    target. Subclasses implement `encode`, `embed_targets`,
-    `recurrent_step`, `output_logits` and `feature_size`, list in
-    `recurrent_state_keys` the state entries that change from step to step,
-    and declare the others, computed once by `encode` and only read, in
-    `constant_state_keys` (see `SequenceGenerator`).
+    sentence for translation, an image for captioning): `decode_step`.
+    Subclasses implement `encode`, `embed_targets`, `recurrent_step` (one
+    step), `run_recurrence` (the whole target), `output_logits` and
+    `feature_size`, list in `recurrent_state_keys` the state entries that
+    change from step to step, and declare the others, computed once by
+    `encode` and only read, in `constant_state_keys` (see
+    `SequenceGenerator`).
 
     Args:
         **kwargs: see `zoo.recipes.contract.SequenceGenerator`.
@@ -100,107 +100,21 @@ class AttentionDecoderModel(SequenceGenerator):
 
     # The recurrence over a whole target ---------------------------------------
 
-    def run_recurrence(self, embedded, state):
-        """Runs `recurrent_step` over `embedded` `[B, T, E]`.
+    def run_recurrence(self, embedded, state, training=None):
+        """The decoder over a whole target `embedded` `[B, T, E]`, teacher-forced.
 
-        Returns features `[B, T, F]` and attention `[B, T, S]`. The state
-        entries that `encode` computed once (memory, projected keys, masks)
-        are closed over, not carried.
+        Returns features `[B, T, F]` and attention `[B, T, S]`, the numbers
+        `recurrent_step` gives one step at a time. A recipe runs its
+        `zoo.layers` decoder here (`BahdanauDecoder`, `LuongDecoder`), which
+        holds the loop over the steps.
         """
-        constants = {k: v for k, v in state.items() if k not in self.recurrent_state_keys}
-        recurrent = {k: state[k] for k in self.recurrent_state_keys}
-        dtype = self.compute_dtype
+        raise NotImplementedError
 
-        def one_step(recurrent_state, embedded_t, t):
-            features, new_state, attention = self.recurrent_step(
-                embedded_t, {**constants, **recurrent_state}, t
-            )
-            return (
-                {k: new_state[k] for k in self.recurrent_state_keys},
-                ops.cast(features, dtype),
-                ops.cast(attention, dtype),
-            )
-
-        steps = ops.swapaxes(embedded, 0, 1)
-        if not self.built:
-            # Sublayers create their weights on first use, and JAX can't
-            # create them inside a traced loop body: take one step outside.
-            one_step(recurrent, steps[0], 0)
-        # The while loop only where XLA compiles the step: without XLA its
-        # buffer writes copy the whole buffer at every step (rnnsearch_small,
-        # TensorFlow, batch 64: 647 ms a train step at length 60 against
-        # 499 ms with the scan), and the scan does not compile under XLA.
-        if keras.backend.backend() == "tensorflow" and self.jit_compile is True:
-            features, attention = self._loop_over_steps(one_step, recurrent, steps, state)
-        else:
-            features, attention = self._scan_over_steps(one_step, recurrent, steps, state)
-        return ops.swapaxes(features, 0, 1), ops.swapaxes(attention, 0, 1)
-
-    def _scan_over_steps(self, one_step, recurrent, steps, state):
-        """`run_recurrence` as a scan: time-major features and attention."""
-        batch = ops.shape(steps)[1]
-        dtype = self.compute_dtype
-        initial = (
-            recurrent,
-            ops.zeros((batch, self.feature_size), dtype),
-            ops.zeros((batch, self.attention_width(state)), dtype),
-            ops.zeros((), "int32"),  # the step index
-        )
-
-        # keras' TensorFlow scan fails on several sequences when their length
-        # is unknown, so the step index is in the carry; and it stacks
-        # outputs shaped like the carry, so the step's outputs travel in the
-        # carry and are stacked from it (the recurrent states stacked
-        # alongside are small).
-        def scan_step(carry, embedded_t):
-            recurrent_state, _, _, t = carry
-            carry = (*one_step(recurrent_state, embedded_t, t), t + 1)
-            return carry, carry
-
-        _, (_, features, attention, _) = ops.scan(scan_step, initial, steps)
-        return features, attention
-
-    def _loop_over_steps(self, one_step, recurrent, steps, state):
-        """`run_recurrence` as a while loop that writes each step's outputs
-        into a row of preallocated time-major buffers.
-
-        TensorFlow only. XLA needs a bound on a loop's trip count to size
-        the gradient's per-step accumulators, and keras' TensorFlow scan
-        sets none (the target length is unknown when a train step is
-        traced), so `jit_compile=True` fails with "XLA compilation requires a
-        fixed tensor list size"; `maximum_iterations` is that bound. JAX
-        can't reverse-differentiate a while loop whose bound is a tensor,
-        hence the scan on the other backends.
-        """
-        length, batch = ops.shape(steps)[0], ops.shape(steps)[1]
-
-        def write_row(buffer, t, row):
-            # Not `slice_update`: TensorFlow has no gradient for the XLA op
-            # under it. An empty buffer (an empty batch: a worker's share of
-            # a short last batch under multi-worker) refuses a scatter of
-            # one index, so the index and the row are emptied with it.
-            keep = ops.minimum(ops.size(buffer), 1)
-            return ops.scatter_update(buffer, ops.reshape(t, (1, 1))[:keep], row[None][:keep])
-
-        def body(t, recurrent_state, features, attention):
-            recurrent_state, features_t, attention_t = one_step(recurrent_state, steps[t], t)
-            return (
-                t + 1,
-                recurrent_state,
-                write_row(features, t, features_t),
-                write_row(attention, t, attention_t),
-            )
-
-        initial = (
-            ops.zeros((), "int32"),
-            recurrent,
-            ops.zeros((length, batch, self.feature_size), self.compute_dtype),
-            ops.zeros((length, batch, self.attention_width(state)), self.compute_dtype),
-        )
-        _, _, features, attention = ops.while_loop(
-            lambda t, *_: t < length, body, initial, maximum_iterations=length
-        )
-        return features, attention
+    @property
+    def step_loop_compiles_with_xla(self):
+        """Whether the train step compiles with XLA on TensorFlow: the
+        decoders' `xla` argument (their loop over the steps depends on it)."""
+        return keras.backend.backend() == "tensorflow" and self.jit_compile is True
 
 
 
@@ -239,7 +153,7 @@ class Seq2SeqRecipe(AttentionDecoderModel):
         source, target_in = inputs["source"], inputs["target_in"]
         state = self.encode(source, training=training)
         embedded = self.embed_targets(target_in, training=training)
-        features, _ = self.run_recurrence(embedded, state)
+        features, _ = self.run_recurrence(embedded, state, training=training)
         return self.output_logits(features, training=training)
 
     def attention_weights(self, inputs):

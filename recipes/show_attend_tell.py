@@ -5,6 +5,7 @@ import importlib
 import keras
 from keras import ops
 
+from zoo.layers import BahdanauDecoder
 from zoo.layers import SpatialSoftAttention
 from zoo.layers import doubly_stochastic_penalty
 from zoo.recipes.seq2seq import AttentionDecoderModel
@@ -136,7 +137,8 @@ class ShowAttendTell(AttentionDecoderModel):
     - Initial state: `h_0 = f_init_h(mean_i a_i)`, `c_0 = f_init_c(mean_i a_i)`.
     - Each step attends from `h_{t-1}` with `SpatialSoftAttention` (the
       additive score, the gate `beta_t = sigmoid(f_beta(h_{t-1}))`), then
-      `h_t, c_t = LSTM([E y_{t-1}; z_t], h_{t-1}, c_{t-1})`.
+      `h_t, c_t = LSTM([E y_{t-1}; z_t], h_{t-1}, c_{t-1})`: a
+      `BahdanauDecoder` over the feature grid.
     - Deep output: `p(y_t) = softmax(L_o(E y_{t-1} + L_h h_t + L_z z_t))`,
       with dropout before `L_o`.
     - The doubly stochastic regulariser `lambda * sum_i (1 - sum_t alpha_ti)^2`
@@ -248,8 +250,12 @@ class ShowAttendTell(AttentionDecoderModel):
         self.initial_cell = keras.layers.Dense(
             hidden_dim, activation="tanh", dtype=policy, name="init_c"
         )
-        self.attention = SpatialSoftAttention(attention_units, dtype=policy, name="attention")
-        self.decoder_cell = keras.layers.LSTMCell(hidden_dim, dtype=policy, name="decoder_cell")
+        self.decoder = BahdanauDecoder(
+            keras.layers.LSTMCell(hidden_dim, dtype=policy, name="decoder_cell"),
+            SpatialSoftAttention(attention_units, dtype=policy, name="attention"),
+            dtype=policy,
+            name="decoder",
+        )
         self.hidden_to_output = keras.layers.Dense(embedding_dim, dtype=policy, name="L_h")
         self.context_to_output = keras.layers.Dense(embedding_dim, dtype=policy, name="L_z")
         self.output_projection = keras.layers.Dense(
@@ -280,11 +286,11 @@ class ShowAttendTell(AttentionDecoderModel):
         grid = self.image_encoder(image, training=training)
         features = ops.reshape(grid, (-1, self.grid_shape[0] * self.grid_shape[1], self.annotation_dim))
         mean = ops.mean(features, axis=1)
-        if not self.attention.built:
-            self.attention.build((None, self.hidden_dim), (None, None, self.annotation_dim))
+        if not self.decoder.built:
+            self.decoder.build((None, None, self.embedding_dim), (None, None, self.annotation_dim))
         return {
             "features": features,
-            "projected_features": self.attention.project_features(features),
+            "projected_features": self.decoder.project_memory(features),
             "hidden": self.initial_hidden(mean),
             "cell": self.initial_cell(mean),
         }
@@ -293,17 +299,28 @@ class ShowAttendTell(AttentionDecoderModel):
         return self.embedding_dropout(self.target_embedding(tokens), training=training)
 
     def recurrent_step(self, embedded, state, step):
-        context, alpha = self.attention(
-            state["hidden"],
+        outputs, (hidden, cell), alpha = self.decoder.step(
+            embedded,
+            [state["hidden"], state["cell"]],
             state["features"],
-            projected_features=state["projected_features"],
-            return_attention_scores=True,
+            projected_memory=state["projected_features"],
+            step=step,
         )
-        _, (hidden, cell) = self.decoder_cell(
-            ops.concatenate([embedded, context], axis=-1), [state["hidden"], state["cell"]]
-        )
-        features = ops.concatenate([embedded, hidden, context], axis=-1)
+        # outputs = [h_t; z_t]: the deep output reads [E y_{t-1}; h_t; z_t].
+        features = ops.concatenate([embedded, outputs], axis=-1)
         return features, dict(state, hidden=hidden, cell=cell), alpha
+
+    def run_recurrence(self, embedded, state, training=None):
+        outputs, attention = self.decoder(
+            embedded,
+            state["features"],
+            initial_state=[state["hidden"], state["cell"]],
+            projected_memory=state["projected_features"],
+            return_attention=True,
+            xla=self.step_loop_compiles_with_xla,
+            training=training,
+        )
+        return ops.concatenate([ops.cast(embedded, outputs.dtype), outputs], axis=-1), attention
 
     def output_logits(self, features, training=None):
         embedded = features[..., : self.embedding_dim]
@@ -316,7 +333,7 @@ class ShowAttendTell(AttentionDecoderModel):
         target_in = inputs["target_in"]
         state = self.encode(inputs["image"], training=training)
         embedded = self.embed_targets(target_in, training=training)
-        features, attention = self.run_recurrence(embedded, state)
+        features, attention = self.run_recurrence(embedded, state, training=training)
         if self.doubly_stochastic_lambda:
             self.add_loss(self.doubly_stochastic_loss(attention, target_in))
         return self.output_logits(features, training=training)

@@ -48,3 +48,47 @@ def random_inputs(batch=3, query_length=4, value_length=6, query_depth=5, value_
     query = rng.normal(size=(batch, query_length, query_depth)).astype("float32")
     value = rng.normal(size=(batch, value_length, value_depth)).astype("float32")
     return query, value
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def gru_step(x, h, kernel, recurrent_kernel, bias):
+    """Keras' GRUCell (reset_after=True): gates z, r and candidate, in that order.
+
+    `bias` is `[2, 3u]`: the input bias, then the recurrent bias.
+    """
+    units = h.shape[-1]
+    inputs = x @ kernel + bias[0]
+    recurrent = h @ recurrent_kernel + bias[1]
+    z = sigmoid(inputs[:, :units] + recurrent[:, :units])
+    r = sigmoid(inputs[:, units : 2 * units] + recurrent[:, units : 2 * units])
+    candidate = np.tanh(inputs[:, 2 * units :] + r * recurrent[:, 2 * units :])
+    return z * h + (1.0 - z) * candidate
+
+
+def lstm_step(x, h, c, kernel, recurrent_kernel, bias):
+    """Keras' LSTMCell: gates i, f, candidate, o; returns (h, c)."""
+    i, f, g, o = np.split(x @ kernel + h @ recurrent_kernel + bias, 4, axis=-1)
+    c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
+    return sigmoid(o) * np.tanh(c), c
+
+
+def additive_attention(query, memory, mask, w, b, u, v):
+    """Bahdanau's `e_j = v^T tanh(W s + b + U h_j)` for one query `[B, d]`:
+    returns (context `[B, D]`, weights `[B, S]`)."""
+    hidden = np.tanh((query @ w + b)[:, None, :] + memory @ u)
+    weights = masked_softmax(hidden @ v, mask)
+    return np.einsum("bs,bsd->bd", weights, memory), weights
+
+
+def general_attention(query, memory, mask, w):
+    """Luong's general score `h_t^T W_a h_s` for one query `[B, d]`."""
+    weights = masked_softmax(np.einsum("bd,bsd->bs", query, memory @ w), mask)
+    return np.einsum("bs,bsd->bd", weights, memory), weights
+
+
+def attentional_state(context, top, w_c):
+    """Luong's `h~_t = tanh(W_c [c_t; h_t])`."""
+    return np.tanh(np.concatenate([context, top], axis=-1) @ w_c)

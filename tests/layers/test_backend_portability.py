@@ -95,6 +95,13 @@ CALLS = {
     "masked_softmax": lambda: L.masked_softmax(query, query > 0),
     "masked_sparsemax": lambda: L.masked_sparsemax(query, query > 0),
     "BaseAttention": lambda: None,  # abstract; every subclass above is called
+    "AttentionDecoder": lambda: None,  # abstract; both decoders are called
+    "BahdanauDecoder": lambda: L.BahdanauDecoder(
+        keras.layers.GRUCell(4), L.SpatialSoftAttention(units=4)
+    )(query, grid, return_attention=True),
+    "LuongDecoder": lambda: L.LuongDecoder(
+        [keras.layers.LSTMCell(4), keras.layers.LSTMCell(4)], L.LocalAttention(mode="local-m", window=1)
+    )(query, value, memory_mask=value_mask),
 }
 unchecked = sorted(set(L.__all__) - set(CALLS))
 assert not unchecked, f"add a call of {unchecked} to this check"

@@ -1,0 +1,380 @@
+"""What the attention decoders share: a Keras recurrent cell, an attention
+layer over a memory, and two ways to run them (a whole target at once, or one
+step at a time)."""
+
+import copy
+
+import keras
+from keras import ops
+
+from zoo.layers.base_attention import BaseAttention
+from zoo.layers.local_attention import LocalAttention
+from zoo.layers.recurrence import run_over_steps
+from zoo.layers.spatial_soft_attention import SpatialSoftAttention
+from zoo.layers.spatial_soft_attention import flatten_grid
+
+ATTENTION_TYPES = (BaseAttention, SpatialSoftAttention)
+
+
+def _state_count(cell):
+    size = cell.state_size
+    return len(size) if isinstance(size, (list, tuple)) else 1
+
+
+def _cell_output_size(cell):
+    size = cell.output_size
+    return int(size[-1] if isinstance(size, (list, tuple)) else size)
+
+
+class AttentionDecoder(keras.layers.Layer):
+    """Base class of the attention decoders: a recurrent cell that attends
+    over a memory at every step.
+
+    Subclasses implement `_step` (one step of the formula), `_cell_input_size`
+    and `_output_size`; this class validates, builds, runs the steps over a
+    whole target (`call`) and exposes the same step for search
+    (`project_memory`, `get_initial_state`, `step`). The state of a decoder
+    is a flat list of `[batch, size]` tensors, `state_size` long: the cell's
+    states, in the order of `keras.tree.flatten(cell.state_size)`, then any
+    of the decoder's own.
+
+    Args:
+        cell: a Keras recurrent cell (`keras.layers.GRUCell`, `LSTMCell`, any
+            cell whose first state is its output), a
+            `keras.layers.StackedRNNCells`, or a list of cells (stacked).
+        attention: a `zoo.layers` attention layer: `AdditiveAttention`,
+            `LuongAttention`, `LocalAttention` (the step index is passed on)
+            or `SpatialSoftAttention` (a memory of image features).
+        **kwargs: base layer keyword arguments, such as `name` and `dtype`.
+    """
+
+    def __init__(self, cell, attention, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(cell, (list, tuple)):
+            cell = keras.layers.StackedRNNCells(list(cell), dtype=self.dtype_policy)
+        if not (isinstance(cell, keras.layers.Layer) and hasattr(cell, "state_size")):
+            raise ValueError(
+                "`cell` must be a Keras recurrent cell (with `state_size`), "
+                f"such as keras.layers.GRUCell, or a list of cells. Received: cell={cell!r}"
+            )
+        if not isinstance(attention, ATTENTION_TYPES):
+            raise ValueError(
+                "`attention` must be a zoo.layers AdditiveAttention, "
+                "LuongAttention, LocalAttention or SpatialSoftAttention. "
+                f"Received: attention={attention!r}"
+            )
+        self.cell = cell
+        self.attention = attention
+        self.supports_masking = True
+
+    # Sizes ---------------------------------------------------------------------
+
+    @property
+    def cell_state_count(self):
+        """How many of the state's tensors are the cell's."""
+        if isinstance(self.cell, keras.layers.StackedRNNCells):
+            return sum(_state_count(cell) for cell in self.cell.cells)
+        return _state_count(self.cell)
+
+    @property
+    def state_size(self):
+        """The size of each tensor of the decoder's state."""
+        return [int(size) for size in keras.tree.flatten(self.cell.state_size)]
+
+    def _cell_input_size(self, inputs_size, memory_size):
+        raise NotImplementedError
+
+    def _output_size(self, memory_size):
+        raise NotImplementedError
+
+    def _query_index(self):
+        """Index in the flat state of the cell's output: the top cell's first
+        state."""
+        if isinstance(self.cell, keras.layers.StackedRNNCells):
+            return sum(_state_count(cell) for cell in self.cell.cells[:-1])
+        return 0
+
+    # Build ---------------------------------------------------------------------
+
+    def build(self, inputs_shape, memory_shape):
+        query_shape = (None, _cell_output_size(self.cell))
+        if not self.attention.built:
+            self.attention.build(query_shape, tuple(memory_shape))
+        if not self.cell.built:
+            self.cell.build((None, self._cell_input_size(inputs_shape[-1], memory_shape[-1])))
+        self._build_own(inputs_shape, memory_shape)
+        self.built = True
+
+    def _build_own(self, inputs_shape, memory_shape):
+        """Builds the decoder's own weights, if any."""
+
+    def _check_built(self, what):
+        if not self.built:
+            raise ValueError(
+                f"Layer '{self.name}' is not built, so {what} has no weights "
+                "yet. Call the layer once on a target and a memory, or call "
+                "`layer.build(inputs_shape, memory_shape)`, first."
+            )
+
+    # The attention over the memory ---------------------------------------------
+
+    def project_memory(self, memory):
+        """The step-invariant part of the attention score (the projected keys),
+        once per source; pass it as `projected_memory` on every step."""
+        self._check_built("project_memory")
+        if isinstance(self.attention, SpatialSoftAttention):
+            return self.attention.project_features(memory)
+        return self.attention.project_keys(memory)
+
+    def _attend(self, query, memory, projected_memory, memory_mask, step, training):
+        """(context, weights) of a query `[B, d]` (one step) or `[B, T, d]`."""
+        if isinstance(self.attention, SpatialSoftAttention):
+            return self.attention(
+                query,
+                memory,
+                projected_features=projected_memory,
+                return_attention_scores=True,
+                training=training,
+            )
+        extra = {"step": step} if isinstance(self.attention, LocalAttention) else {}
+        return self.attention(
+            query,
+            memory,
+            value_mask=memory_mask,
+            projected_key=projected_memory,
+            return_attention_scores=True,
+            training=training,
+            **extra,
+        )
+
+    def _nest_cell_states(self, flat):
+        """The flat cell states in the structure the cell's `call` takes."""
+        if not isinstance(self.cell, keras.layers.StackedRNNCells):
+            return list(flat)
+        nested, start = [], 0
+        for cell in self.cell.cells:
+            count = _state_count(cell)
+            nested.append(list(flat[start : start + count]))
+            start += count
+        return nested
+
+    def _run_cell(self, inputs, cell_states, training):
+        output, new_states = self.cell(
+            inputs, self._nest_cell_states(cell_states), training=training
+        )
+        return output, list(keras.tree.flatten(new_states))
+
+    # One step ------------------------------------------------------------------
+
+    def get_initial_state(self, batch_size):
+        """The zero state `[batch_size, size]` of every `state_size` entry."""
+        return [ops.zeros((batch_size, size), self.compute_dtype) for size in self.state_size]
+
+    def _full_state(self, initial_state, batch_size):
+        """`initial_state` cast to the compute dtype; zeros when None, and
+        zeros for the decoder's own entries when only the cell's are given."""
+        zeros = self.get_initial_state(batch_size)
+        if initial_state is None:
+            return zeros
+        initial_state = list(keras.tree.flatten(initial_state))
+        if len(initial_state) not in (self.cell_state_count, len(zeros)):
+            raise ValueError(
+                f"`initial_state` must hold {self.cell_state_count} tensors "
+                f"(the cell's states) or {len(zeros)} (the decoder's state, "
+                f"`state_size`={self.state_size}). Received: "
+                f"{len(initial_state)} tensors"
+            )
+        state = [ops.cast(s, self.compute_dtype) for s in initial_state]
+        return state + zeros[len(state) :]
+
+    def step(
+        self,
+        inputs,
+        states,
+        memory,
+        projected_memory=None,
+        memory_mask=None,
+        step=0,
+        training=None,
+    ):
+        """One decoding step, for greedy and beam search.
+
+        Args:
+            inputs: `[batch, E]`, e.g. the embedding of the previous token.
+            states: the decoder's state (`get_initial_state`, or the state
+                this method returned at the previous step).
+            memory: `[batch, S, D]` (or `[batch, H, W, D]` for a spatial
+                attention).
+            projected_memory: optional output of `project_memory(memory)`,
+                computed once per source.
+            memory_mask: optional boolean `[batch, S]`.
+            step: int or int scalar tensor, the target position (local
+                attention reads it).
+            training: whether dropout is active.
+
+        Returns:
+            `(outputs [batch, output_size], new_states, attention [batch, S])`.
+        """
+        self._check_built("step")
+        memory = self._flat_memory(memory)
+        if projected_memory is None:
+            projected_memory = self.project_memory(memory)
+        return self._step(
+            ops.cast(inputs, self.compute_dtype),
+            list(states),
+            memory,
+            projected_memory,
+            memory_mask,
+            step,
+            training,
+        )
+
+    def _step(self, inputs, states, memory, projected_memory, memory_mask, step, training):
+        """`(outputs, new_states, attention)` of one step (see `step`)."""
+        raise NotImplementedError
+
+    def _flat_memory(self, memory):
+        if isinstance(self.attention, SpatialSoftAttention):
+            return flatten_grid(memory)
+        return memory
+
+    # The whole target ----------------------------------------------------------
+
+    def call(
+        self,
+        inputs,
+        memory,
+        inputs_mask=None,
+        memory_mask=None,
+        initial_state=None,
+        projected_memory=None,
+        return_attention=False,
+        return_state=False,
+        xla=None,
+        training=None,
+    ):
+        self._validate(inputs, memory, memory_mask)
+        inputs = ops.cast(inputs, self.compute_dtype)
+        memory = self._flat_memory(memory)
+        if projected_memory is None:
+            projected_memory = self.project_memory(memory)
+        if memory_mask is not None:
+            memory_mask = ops.cast(memory_mask, "bool")
+        states = self._full_state(initial_state, ops.shape(inputs)[0])
+        outputs, attention, states = self._run_sequence(
+            inputs,
+            states,
+            memory,
+            projected_memory,
+            memory_mask,
+            inputs_mask,
+            True if xla is None else bool(xla),
+            training,
+        )
+        result = (outputs,)
+        if return_attention:
+            result += (attention,)
+        if return_state:
+            result += (states,)
+        return result[0] if len(result) == 1 else result
+
+    def _run_sequence(
+        self, inputs, states, memory, projected_memory, memory_mask, inputs_mask, xla, training
+    ):
+        """`(outputs [B, T, F], attention [B, T, S], final state)`: the steps
+        of `_step` one after the other. A masked target step keeps the state
+        and gives zero outputs and attention."""
+        steps = ops.swapaxes(inputs, 0, 1)
+        if inputs_mask is not None:
+            # One scanned sequence, not two (see `recurrence._scan_over_steps`):
+            # the mask travels as an extra input column.
+            mask = ops.cast(ops.swapaxes(inputs_mask, 0, 1), steps.dtype)
+            steps = ops.concatenate([steps, ops.expand_dims(mask, -1)], axis=-1)
+
+        def one_step(states, step_input, t):
+            if inputs_mask is not None:
+                step_input, keep = step_input[..., :-1], step_input[..., -1:]
+            outputs, new_states, attention = self._step(
+                step_input, states, memory, projected_memory, memory_mask, t, training
+            )
+            if inputs_mask is not None:
+                new_states = [
+                    ops.where(ops.cast(keep, "bool"), new, old)
+                    for new, old in zip(new_states, states)
+                ]
+                outputs = outputs * ops.cast(keep, outputs.dtype)
+                attention = attention * ops.cast(keep, attention.dtype)
+            return new_states, (outputs, attention)
+
+        widths = (self._output_size(memory.shape[-1]), ops.shape(memory)[1])
+        states, (outputs, attention) = run_over_steps(
+            one_step, states, steps, widths, self.compute_dtype, xla
+        )
+        return ops.swapaxes(outputs, 0, 1), ops.swapaxes(attention, 0, 1), states
+
+    def _validate(self, inputs, memory, memory_mask):
+        if len(inputs.shape) != 3:
+            raise ValueError(
+                "`inputs` must have shape [batch, T, depth], a whole target. "
+                "Use `step()` for one step. Received: "
+                f"inputs.shape={tuple(inputs.shape)}"
+            )
+        spatial = isinstance(self.attention, SpatialSoftAttention)
+        if len(memory.shape) not in ((3, 4) if spatial else (3,)):
+            raise ValueError(
+                "`memory` must have shape [batch, S, depth]"
+                + (" or [batch, H, W, depth]" if spatial else "")
+                + f". Received: memory.shape={tuple(memory.shape)}"
+            )
+        if spatial and memory_mask is not None:
+            raise ValueError(
+                "SpatialSoftAttention attends over every location of a grid, "
+                "so it takes no `memory_mask`. Received a memory_mask of shape "
+                f"{tuple(memory_mask.shape)}"
+            )
+
+    def compute_mask(self, inputs, previous_mask=None):
+        # The outputs have the target's positions, so they carry its mask.
+        return previous_mask
+
+    def _memory_length(self, memory_shape):
+        if len(memory_shape) == 4:
+            return None if None in memory_shape[1:3] else memory_shape[1] * memory_shape[2]
+        return memory_shape[1]
+
+    def compute_output_shape(self, inputs_shape, memory_shape):
+        """The outputs' shape (without the attention or the state)."""
+        return (inputs_shape[0], inputs_shape[1], self._output_size(memory_shape[-1]))
+
+    def compute_output_spec(
+        self, inputs, memory, memory_mask=None, return_attention=False, return_state=False, **kwargs
+    ):
+        self._validate(inputs, memory, memory_mask)
+        batch, length = inputs.shape[0], inputs.shape[1]
+        dtype = self.compute_dtype
+        outputs_shape = self.compute_output_shape(inputs.shape, memory.shape)
+        result = (keras.KerasTensor(outputs_shape, dtype=dtype),)
+        if return_attention:
+            width = self._memory_length(memory.shape)
+            result += (keras.KerasTensor((batch, length, width), dtype=dtype),)
+        if return_state:
+            result += ([keras.KerasTensor((batch, size), dtype=dtype) for size in self.state_size],)
+        return result[0] if len(result) == 1 else result
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "cell": keras.layers.serialize(self.cell),
+                "attention": keras.layers.serialize(self.attention),
+            }
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        # A deep copy: StackedRNNCells.from_config pops from the dict it gets.
+        config = copy.deepcopy(config)
+        config["cell"] = keras.layers.deserialize(config["cell"])
+        config["attention"] = keras.layers.deserialize(config["attention"])
+        return cls(**config)
