@@ -131,10 +131,6 @@ class Luong(Seq2SeqRecipe):
         keys = tuple(f"{kind}_{i}" for i in range(self.num_layers) for kind in ("h", "c"))
         return keys + (("feed",) if self.input_feeding else ())
 
-    @property
-    def feature_size(self):
-        return self.hidden_dim
-
     def encode(self, source, training=None):
         mask = source_mask(source, self.pad_id)
         outputs = self.source_embedding(source)

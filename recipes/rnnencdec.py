@@ -110,10 +110,6 @@ class RNNEncDec(Seq2SeqRecipe):
     def recurrent_state_keys(self):
         return ("decoder_h", "decoder_c") if self.cell_type == "lstm" else ("decoder_h",)
 
-    @property
-    def feature_size(self):
-        return 2 * self.hidden_dim + self.embedding_dim
-
     def encode(self, source, training=None):
         mask = source_mask(source, self.pad_id)
         tokens = reverse_valid_tokens(source, self.pad_id) if self.reverse_source else source

@@ -91,10 +91,6 @@ class RNNSearch(Seq2SeqRecipe):
         self.embedding_dropout = keras.layers.Dropout(dropout, dtype=policy)
         self.output_dropout = keras.layers.Dropout(dropout, dtype=policy)
 
-    @property
-    def feature_size(self):
-        return self.hidden_dim + self.embedding_dim + 2 * self.hidden_dim
-
     def encode(self, source, training=None):
         mask = source_mask(source, self.pad_id)
         embedded = self.embedding_dropout(self.source_embedding(source), training=training)

@@ -54,8 +54,7 @@ class AttentionDecoderModel(SequenceGenerator):
     It holds the target side of the contract, whatever the source is (a
     sentence for translation, an image for captioning): `decode_step`.
     Subclasses implement `encode`, `embed_targets`, `recurrent_step` (one
-    step), `run_recurrence` (the whole target), `output_logits` and
-    `feature_size`, list in `recurrent_state_keys` the state entries that
+    step), `run_recurrence` (the whole target) and `output_logits`, list in `recurrent_state_keys` the state entries that
     change from step to step, and declare the others, computed once by
     `encode` and only read, in `constant_state_keys` (see
     `SequenceGenerator`).
@@ -91,11 +90,6 @@ class AttentionDecoderModel(SequenceGenerator):
         raise NotImplementedError
 
     def output_logits(self, features, training=None):
-        raise NotImplementedError
-
-    @property
-    def feature_size(self):
-        """F, the size of the features `recurrent_step` returns."""
         raise NotImplementedError
 
     # The recurrence over a whole target ---------------------------------------

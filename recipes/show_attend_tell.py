@@ -274,10 +274,6 @@ class ShowAttendTell(AttentionDecoderModel):
         )
         self.built = True
 
-    @property
-    def feature_size(self):
-        return self.embedding_dim + self.hidden_dim + self.annotation_dim
-
     def encode(self, image, training=None):
         """Images `[B, H, W, 3]` in [0, 1] -> the decoder's state."""
         image = ops.cast(image, self.compute_dtype)

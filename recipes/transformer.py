@@ -546,10 +546,6 @@ class Transformer(Seq2SeqRecipe):
         state = self._encode_source(inputs["source"])
         return self._decode_all(inputs["target_in"], state, return_attention_scores=True)[1]
 
-    @property
-    def feature_size(self):
-        return self.d_model
-
     def get_config(self):
         config = super().get_config()
         config.update(
