@@ -68,8 +68,8 @@ class AdditiveAttention(BaseAttention):
     >>> encoder_states = np.random.rand(2, 7, 12).astype("float32")
     >>> context, weights = attention(
     ...     decoder_states, encoder_states, return_attention_scores=True)
-    >>> context.shape, weights.shape
-    (TensorShape([2, 5, 12]), TensorShape([2, 5, 7]))
+    >>> tuple(context.shape), tuple(weights.shape)
+    ((2, 5, 12), (2, 5, 7))
 
     A decoding loop that projects the keys once:
 

@@ -48,6 +48,14 @@ def masked_softmax(scores, mask=None, axis=-1):
 
     Returns:
         A tensor of `scores`' shape and dtype.
+
+    Example:
+
+    >>> weights = masked_softmax(
+    ...     np.array([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]], "float32"),
+    ...     mask=np.array([[True, True, False], [False, False, False]]))
+    >>> keras.ops.convert_to_numpy(weights).astype("float64").round(2).tolist()
+    [[0.27, 0.73, 0.0], [0.0, 0.0, 0.0]]
     """
     dtype = keras.backend.standardize_dtype(scores.dtype)
     if mask is None:

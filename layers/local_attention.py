@@ -81,8 +81,8 @@ class LocalAttention(LuongAttention):
     >>> encoder_states = np.random.rand(2, 9, 8).astype("float32")
     >>> context, weights = attention(
     ...     decoder_states, encoder_states, return_attention_scores=True)
-    >>> weights.shape
-    TensorShape([2, 5, 9])
+    >>> tuple(weights.shape)
+    (2, 5, 9)
 
     A local-m decoding loop, keys projected once:
 

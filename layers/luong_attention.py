@@ -65,8 +65,8 @@ class LuongAttention(BaseAttention):
     >>> decoder_states = np.random.rand(2, 5, 8).astype("float32")
     >>> encoder_states = np.random.rand(2, 7, 8).astype("float32")
     >>> context = attention(decoder_states, encoder_states)
-    >>> context.shape
-    TensorShape([2, 5, 8])
+    >>> tuple(context.shape)
+    (2, 5, 8)
 
     A decoding loop that projects the keys once (`W_a h_s`):
 

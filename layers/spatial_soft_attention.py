@@ -39,6 +39,13 @@ def doubly_stochastic_penalty(attention, target_mask=None):
 
     Returns:
         float32 `[batch]`.
+
+    Example: one caption looks twice at the first location and never at the
+    second, the other spreads its two steps evenly:
+
+    >>> attention = np.array([[[1.0, 0.0], [1.0, 0.0]], [[0.5, 0.5], [0.5, 0.5]]])
+    >>> keras.ops.convert_to_numpy(doubly_stochastic_penalty(attention)).tolist()
+    [2.0, 0.0]
     """
     attention = ops.cast(attention, "float32")
     if target_mask is not None:
@@ -94,8 +101,8 @@ class SpatialSoftAttention(keras.layers.Layer):
     >>> keys = attention.project_features(grid)  # once per image
     >>> context, alpha = attention(
     ...     h, grid, projected_features=keys, return_attention_scores=True)
-    >>> context.shape, alpha.shape
-    (TensorShape([2, 16]), TensorShape([2, 16]))
+    >>> tuple(context.shape), tuple(alpha.shape)
+    ((2, 16), (2, 16))
 
     References:
         - [Xu et al., 2015](https://arxiv.org/abs/1502.03044)

@@ -5,6 +5,8 @@ keras-hub's `run_layer_test`): a new layer is held to the whole contract by a
 single line.
 """
 
+import doctest
+
 import keras
 import numpy as np
 from keras import ops
@@ -170,3 +172,20 @@ def vector_jacobian_product(function, x, cotangent):
             jax.numpy.asarray(x, "float32")
         )
     return to_numpy(gradient)
+
+
+def run_docstring_examples(module):
+    """Runs the docstring examples of `module` (a module or a class) with
+    `np`, `keras` and every public `zoo.layers` name in scope, as a user who
+    copies them would; returns the names they defined."""
+    import zoo.layers
+
+    namespace = {"np": np, "keras": keras}
+    namespace.update({name: getattr(zoo.layers, name) for name in zoo.layers.__all__})
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    for test in doctest.DocTestFinder().find(module, globs=namespace):
+        runner.run(test, clear_globs=False)
+        namespace.update(test.globs)
+    result = runner.summarize(verbose=False)
+    assert result.attempted > 0 and result.failed == 0, result
+    return namespace

@@ -1,7 +1,6 @@
 """BahdanauDecoder and LuongDecoder: the formulas, both ways of running them, and
 the layer contract."""
 
-import doctest
 import os
 import subprocess
 import sys
@@ -12,6 +11,7 @@ import numpy as np
 import pytest
 from layer_checks import check_config_round_trip
 from layer_checks import check_layer
+from layer_checks import run_docstring_examples
 from layer_checks import to_numpy
 from numpy_reference import additive_attention
 from numpy_reference import attentional_state
@@ -21,7 +21,6 @@ from numpy_reference import lengths_to_mask
 from numpy_reference import lstm_step
 from numpy_reference import sigmoid
 
-import zoo.layers
 from zoo.layers import AdditiveAttention
 from zoo.layers import BahdanauDecoder
 from zoo.layers import LocalAttention
@@ -341,21 +340,6 @@ def test_a_wrong_initial_state_names_the_sizes():
 
 
 # The docstring examples, and the user script they make --------------------------
-
-EXAMPLE_GLOBALS = {"np": np, "keras": keras, **{n: getattr(zoo.layers, n) for n in zoo.layers.__all__}}
-
-
-def run_docstring_examples(module):
-    """Runs a module's docstring examples; returns the names they defined."""
-    namespace = dict(EXAMPLE_GLOBALS)
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
-    for test in doctest.DocTestFinder().find(module, globs=namespace):
-        runner.run(test, clear_globs=False)
-        namespace.update(test.globs)
-    result = runner.summarize(verbose=False)
-    assert result.attempted > 0 and result.failed == 0, result
-    return namespace
-
 
 def test_luong_docstring_examples_run():
     run_docstring_examples(luong_decoder)

@@ -1,4 +1,3 @@
-import doctest
 
 import keras
 import numpy as np
@@ -530,10 +529,3 @@ def test_key_bias_does_not_change_the_output():
     kernel, bias = layer.key_dense.get_weights()
     layer.key_dense.set_weights([kernel, bias + 3.0])
     np.testing.assert_allclose(to_numpy(layer(query, value)), expected, rtol=1e-5, atol=1e-5)
-
-
-def test_docstring_examples_run():
-    runner = doctest.DocTestRunner()
-    for example in doctest.DocTestFinder().find(MultiHeadAttention, globs={}):
-        runner.run(example)
-    assert runner.tries >= 10 and runner.failures == 0
