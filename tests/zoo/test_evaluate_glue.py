@@ -17,6 +17,7 @@ from sacrebleu.metrics import BLEU
 from zoo import caption_metrics
 from zoo.captioner import Captioner
 from zoo.data import TextTokenizer
+from zoo.data.captions import SceneObject
 from zoo.recipes.decoding import DecodeResult
 from zoo.translator import Translator
 
@@ -56,14 +57,6 @@ class StubCaptionModel:
     grid_shape: tuple = (2, 2)
     eos_id: int = EOS
     pad_id: int = PAD
-
-
-@dataclasses.dataclass(frozen=True)
-class SceneObject:
-    shape: str
-    colour: str
-    size: str
-    box: tuple
 
 
 @dataclasses.dataclass
