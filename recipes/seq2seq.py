@@ -111,7 +111,6 @@ class AttentionDecoderModel(SequenceGenerator):
         return keras.backend.backend() == "tensorflow" and self.jit_compile is True
 
 
-
 class Seq2SeqRecipe(AttentionDecoderModel):
     """Base class of the translation recipes: a token source.
 
