@@ -1,5 +1,8 @@
 """Shared pytest set-up: one Keras backend per process (KERAS_BACKEND)."""
 
+import os
+from pathlib import Path
+
 import keras
 import numpy as np
 import pytest
@@ -9,13 +12,34 @@ def pytest_report_header(config):
     return f"keras {keras.__version__}, backend {keras.backend.backend()}"
 
 
+LAYER_TESTS = Path(__file__).parent / "layers"
+
+
 def pytest_collection_modifyitems(config, items):
+    _keep_this_share(config, items)
     if keras.backend.backend() == "tensorflow":
         return
     skip = pytest.mark.skip(reason="TensorFlow-only; runs in the tensorflow process")
     for item in items:
         if "tensorflow_only" in item.keywords:
             item.add_marker(skip)
+
+
+def _keep_this_share(config, items):
+    """`ZOO_TEST_SHARE=layers` keeps the tests under tests/layers, `=others`
+    the rest: tests/run_all.py runs one backend's suite as two processes
+    so that it does not finish alone on one core, long after the others."""
+    share = os.environ.get("ZOO_TEST_SHARE")
+    if not share:
+        return
+    if share not in ("layers", "others"):
+        raise pytest.UsageError(f"ZOO_TEST_SHARE must be 'layers' or 'others'; received {share!r}")
+    wanted = share == "layers"
+    keep = [item for item in items if (LAYER_TESTS in Path(item.path).parents) == wanted]
+    dropped = [item for item in items if (LAYER_TESTS in Path(item.path).parents) != wanted]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 @pytest.fixture(autouse=True)

@@ -1,11 +1,11 @@
 """The test command: the whole suite on every Keras backend.
 
-Runs pytest in four processes side by side (a Keras process has one
+Runs pytest in five processes side by side (a Keras process has one
 backend for its whole life): the backend-agnostic tests on tensorflow, jax
-and torch, and the TensorFlow-only tests (marker `tensorflow_only`) in a
-fourth, tensorflow process of their own. Extra arguments are passed to every
-pytest run, e.g. `python tests/run_all.py -k additive`. Exits non-zero if
-any run fails.
+(its layer tests and the others in two processes) and torch, and the
+TensorFlow-only tests (marker `tensorflow_only`) in a tensorflow process of
+their own. Extra arguments are passed to every pytest run, e.g.
+`python tests/run_all.py -k additive`. Exits non-zero if any run fails.
 """
 
 import os
@@ -16,14 +16,16 @@ import time
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
-# name -> (KERAS_BACKEND, pytest arguments). The TensorFlow-only tests are
-# the longest share of the tensorflow process, so they get a process of
-# their own, which the cores pick up when the jax and torch runs end.
+# name -> (KERAS_BACKEND, pytest arguments, environment). The TensorFlow-only
+# tests are the longest share of the tensorflow process, and the layer tests
+# half of the jax one (jax compiles every eager op anew), so each gets a
+# process of its own, which the cores pick up when the shorter runs end.
 RUNS = {
-    "tensorflow": ("tensorflow", ["-m", "not tensorflow_only"]),
-    "tensorflow-only": ("tensorflow", ["-m", "tensorflow_only"]),
-    "jax": ("jax", []),
-    "torch": ("torch", []),
+    "tensorflow": ("tensorflow", ["-m", "not tensorflow_only"], {}),
+    "tensorflow-only": ("tensorflow", ["-m", "tensorflow_only"], {}),
+    "jax-layers": ("jax", [], {"ZOO_TEST_SHARE": "layers"}),
+    "jax-others": ("jax", [], {"ZOO_TEST_SHARE": "others"}),
+    "torch": ("torch", [], {}),
 }
 # pytest's exit code when a selection (e.g. -k) matches no test in one backend.
 NO_TESTS_COLLECTED = 5
@@ -31,8 +33,8 @@ NO_TESTS_COLLECTED = 5
 
 def start_run(name, extra_args, report, log):
     """Starts the pytest run `name` of RUNS; its output goes to the file `log`."""
-    backend, run_args = RUNS[name]
-    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2")
+    backend, run_args, run_env = RUNS[name]
+    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2", **run_env)
     command = [
         sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
         f"--junitxml={report}", *run_args, *extra_args,
