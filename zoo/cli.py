@@ -18,12 +18,14 @@ to stderr and exits with status 2; no traceback.
 
 import argparse
 import contextlib
+import importlib.util
 import logging
 import os
 import sys
 
 from zoo import extras
 from zoo.errors import ZooUserError
+from zoo.quiet_import import import_quietly
 from zoo.runs import check_run_directory
 
 # Set before TensorFlow is first imported (by zoo.data, lazily): its C++ start-up
@@ -398,6 +400,19 @@ def needs_tensorflow_extra(args):
     return args.command in TENSORFLOW_COMMANDS
 
 
+def imports_tensorflow(args):
+    """Whether the command will load TensorFlow: it needs the extra, or Keras
+    runs on its TensorFlow backend (the default when KERAS_BACKEND is unset)."""
+    if args.command == "list":
+        return False
+    if needs_tensorflow_extra(args):
+        return True
+    return (
+        os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow"
+        and importlib.util.find_spec("tensorflow") is not None
+    )
+
+
 @contextlib.contextmanager
 def _warnings_to_stderr(command):
     """The `zoo` loggers' warnings (a resumed run, a damaged checkpoint, a
@@ -425,6 +440,8 @@ def main(argv=None):
         with _warnings_to_stderr(args.command), extras.missing_modules_as_user_errors():
             if needs_tensorflow_extra(args):
                 extras.require()  # before a run directory or any output is made
+            if imports_tensorflow(args):
+                import_quietly("tensorflow")  # first, so that its start-up lines are held back
             COMMANDS[args.command](args)
     except ZooUserError as error:
         print(f"zoo {args.command}: error: {error}", file=sys.stderr)

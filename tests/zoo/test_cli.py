@@ -1,5 +1,6 @@
 """The `zoo` command line, end to end on a tiny run, and its one-line errors."""
 
+import os
 import subprocess
 import sys
 
@@ -83,6 +84,19 @@ def test_translate_and_plot(capsys, tiny_run, tmp_path):
     assert code == 0
     assert len(out.strip().splitlines()) == 1
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.tensorflow_only
+def test_translate_prints_the_translation_and_nothing_else(tiny_run):
+    """A fresh `zoo translate` process: TensorFlow's start-up lines are held back."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", "translate", str(tiny_run), "a dog runs ."],
+        capture_output=True, text=True, timeout=600, env=dict(env, KERAS_BACKEND="tensorflow"),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert len(result.stdout.splitlines()) == 1 and result.stdout.strip()
 
 
 @pytest.mark.tensorflow_only
