@@ -110,9 +110,9 @@ def _additive_score_by_sigmoid(projected_query, projected_key, attention_v):
     """`additive_score` through `tanh(z) = 2 sigmoid(2z) - 1`, for torch.
 
     The `[batch, Tq, Tv, units]` tensor is the largest an additive score
-    computes, and torch's CPU tanh is slow on it: 1.5 ms against 0.45 ms for
-    sigmoid on [32, 50, 256] float32 (torch 2.13, one AVX2 thread), 60% of a
-    decoding step of `zoo bench decode`. The factor 2 is taken on the small
+    computes, and torch's CPU tanh is so much slower than its sigmoid on it
+    that tanh dominates an eager decoding step (`zoo bench decode`; the
+    figures are in docs/performance.md). The factor 2 is taken on the small
     query and key tensors, and `2 v^T sigmoid(2z) - sum(v)` on the scores, so
     the large tensor sees only the add, the sigmoid and the product with v,
     as with tanh (each extra elementwise pass over it costs a fresh
@@ -130,13 +130,12 @@ def project(projection, inputs):
     """`projection(inputs)` for a plain `Dense` or `EinsumDense` sublayer,
     computed from its weights without calling it.
 
-    A Keras layer call costs about 0.15 ms of Python on eager torch: the
-    four projections of MultiHeadAttention were a fifth of its eager forward
-    pass at B=32, T=16, d=128, and an attention decoding step pays one per
-    projection (`zoo bench layers`, `zoo bench decode`). Reading `kernel`
-    keeps LoRA, and the mixed-precision cast of the attention layer's call
-    (variables read inside it are cast). Quantized sublayers, and any with
-    an activation, are called as usual.
+    A Keras layer call's Python overhead is a large share of a small eager
+    step on torch, and an attention decoding step pays it once per
+    projection (`zoo bench layers`, `zoo bench decode`; docs/performance.md).
+    Reading `kernel` keeps LoRA, and the mixed-precision cast of the
+    attention layer's call (variables read inside it are cast). Quantized
+    sublayers, and any with an activation, are called as usual.
     """
     activation = getattr(projection, "activation", None)
     if projection.quantization_mode is not None or activation not in (

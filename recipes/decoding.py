@@ -307,11 +307,8 @@ def beam_search(
     # The history is kept as back-pointers, written once per step and
     # followed back once at the end (`_backtrack`), instead of token and
     # attention buffers `[B*K, L, ...]` that every step reordered and copied
-    # into the finished store, a cost that grew with L. rnnsearch_small, beam
-    # 5 over 32 sentences of 50 tokens, 100 steps: 551 -> 445 ms on JAX, 615
-    # -> 498 ms on TensorFlow; at one sentence and 30 steps, 1-5% slower on
-    # JAX (the walk back), level on TensorFlow (both versions timed side by
-    # side in one process).
+    # into the finished store, a cost that grew with L (docs/performance.md
+    # has the timings of both versions).
     search = {
         "alive_scores": ops.reshape(ops.zeros((batch, width), "float32") + first, flat),
         "history": {
@@ -406,8 +403,6 @@ class _BeamUpdate:
         # An entry the model declares constant (the encoder's memory,
         # projected keys, masks) still holds what `encode` tiled: the same
         # for every beam of an example, so reordering it would only copy it.
-        # Skipping those gathers made rnnsearch_small's batched beam step
-        # about a quarter faster on JAX (`zoo bench decode`).
         state = {
             key: reorder(value) if key in self.carried else value for key, value in state.items()
         }

@@ -20,7 +20,7 @@ def default_jit_compile(recipe=None):
     """The `jit_compile` under which `recipe` trains fastest on this backend.
 
     JAX: True. Without `jax.jit` every train step re-traces the recurrent
-    scan (a test fit went from seconds to over 5 minutes). TensorFlow: the
+    scan, which makes even a small fit many times slower. TensorFlow: the
     recipe class's `xla_on_tensorflow`, measured per recipe with `zoo bench
     train` and in real training (see each class). Torch: False
     (torch.compile costs more than it saves here).
@@ -65,15 +65,9 @@ class AttentionDecoderModel(SequenceGenerator):
 
     recurrent_state_keys = ()
     # Whether the train step compiles with XLA on TensorFlow by default (see
-    # `default_jit_compile`). Not for the recurrent recipes, measured with
-    # `zoo bench train` (batch 64, length 20, 2 cores): XLA makes the step of
-    # rnnencdec_small 1.78x, rnnsearch_small 1.39x and show_attend_tell_small
-    # 2.52x slower; its profile puts over half of rnnencdec's XLA step in
-    # the dropout masks' random numbers (`StatelessRandomUniformV2` compiled
-    # into a plain elementwise loop: 132 of 237 ms). luong_global_general_small
-    # is 1.10x faster per step, but each new batch shape compiles for about
-    # 8 s, repaid after some 500 steps of that shape where its preset trains
-    # 40.
+    # `default_jit_compile`): not for the recurrent recipes, whose XLA step is
+    # slower, or too little faster to repay a compilation per batch shape in
+    # the steps their presets train (`zoo bench train`; docs/performance.md).
     xla_on_tensorflow = False
 
     def decode_step(self, previous_tokens, state, step):

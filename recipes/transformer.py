@@ -304,12 +304,9 @@ class Transformer(Seq2SeqRecipe):
         - [Xiong et al., 2020](https://arxiv.org/abs/2002.04745) (pre-LN)
     """
 
-    # XLA makes the TensorFlow train step of transformer_small 1.35x faster
-    # (batch 64, length 20; 1.7x at 15 tokens, 1.1x at 39), but it compiles
-    # once per batch shape, 16.3 s against 0.2 s for tf.function's step on 2
-    # cores, which 240 steps of that shape repay (`zoo bench train`). The
-    # preset trains 40 per shape (645 steps over 16 length buckets padded to
-    # their boundaries), so it is slower overall with XLA: off by default;
+    # XLA makes the TensorFlow train step faster but compiles once per batch
+    # shape, and the presets train too few steps per length bucket to repay
+    # that (`zoo bench train`; docs/performance.md): off by default, and
     # `zoo train --jit-compile on` for a training of many more steps per
     # length bucket.
     xla_on_tensorflow = False

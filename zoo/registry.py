@@ -26,7 +26,7 @@ RECIPES = {
 CAPTIONING_RECIPES = ("show_attend_tell",)
 
 # Training defaults of the small presets: sized so that the embedded
-# synthetic corpus trains in minutes on 2 CPU cores.
+# synthetic corpus trains in minutes on a CPU.
 SMALL_TRAINING = {
     "data": "synthetic",
     "train_size": 8000,
@@ -35,8 +35,8 @@ SMALL_TRAINING = {
     "vocabulary_size": 1000,
     "batch_size": 64,
     "epochs": 5,
-    # Measured on rnnsearch_small, 4000 pairs, 3 epochs: validation loss
-    # 0.80 with 1e-2 against 2.69 with 3e-3 (gradients clipped to norm 1).
+    # With gradients clipped, 1e-2 trains the small recurrent presets much
+    # further than 3e-3 in the same epochs (docs/performance.md).
     "learning_rate": 1e-2,
     "clipnorm": 1.0,
     "max_length": 80,
@@ -58,7 +58,7 @@ MULTI30K_TRAINING = {
 
 # Show, Attend and Tell on the embedded synthetic captioning set: 64x64
 # images, captions of at most 15 words, a vocabulary of a few dozen words.
-# Sized to train in under 10 minutes on 2 CPU cores.
+# Sized to train in minutes on a CPU.
 SYNTHETIC_CAPTIONS_TRAINING = {
     "data": "synthetic",
     "train_size": 3000,  # images; each has 5 reference captions
@@ -68,8 +68,7 @@ SYNTHETIC_CAPTIONS_TRAINING = {
     "vocabulary_size": 200,
     "batch_size": 64,
     "epochs": 5,
-    # 1e-2 gave the same BLEU-4 and localisation as 3e-3 (2000 images, 4
-    # epochs: 73.6 / 60% against 73.8 / 61%).
+    # 1e-2 gave no better captions nor localisation (docs/performance.md).
     "learning_rate": 3e-3,
     "clipnorm": 1.0,
     "max_length": 24,
@@ -205,13 +204,10 @@ PRESETS = {
             "image_size": 64,
             "encoder": "small_cnn",
             # A 16x16 grid of 4-pixel cells, each annotation seeing 31 pixels
-            # (three grid layers). Measured on 3000 images x 5 epochs, the
-            # attention peak fell inside the named object's box for 78% of
-            # object words, against 58-61% on an 8x8 grid with the same
-            # window: on the coarse grid the peak often sat in the cell just
-            # outside a large object. Full 3x3 grid layers reached 73% but
-            # took 1600 s; depthwise-separable ones train at the 8x8 grid's
-            # speed (595 s).
+            # (three grid layers), because on a coarser grid the attention
+            # peak often sits in the cell just outside a large object; the
+            # grid layers are depthwise-separable so that the fine grid trains
+            # as fast as a coarse one (docs/performance.md).
             "encoder_filters": [32, 64],
             "grid_layers": 3,
             "separable_grid": True,
@@ -221,12 +217,9 @@ PRESETS = {
             "attention_units": 128,
             "dropout": 0.1,
             # The paper's lambda = 1 pulls every location's total attention
-            # towards 1, i.e. spreads it: with 64 or 256 locations and ~12
-            # words the optimum is near-uniform. Measured (8x8 grid, 1500
-            # images, 3 epochs), the
-            # attention peak fell inside the named object's box for 47% of
-            # object words with lambda = 0 against 36% with lambda = 1 (and
-            # 49% against 42% for lambda = 0.1 with a wider CNN).
+            # towards 1, which spreads it near-uniformly when the grid has
+            # many more locations than a caption has words, and it localised
+            # worse than no penalty (docs/performance.md).
             "doubly_stochastic_lambda": 0.0,
             "max_target_length": 24,
         },

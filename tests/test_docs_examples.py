@@ -1,0 +1,49 @@
+"""The Python examples of the README and docs/ that are marked to run do
+run, on the current backend, as a user who copies them would run them.
+
+A block runs when the line before its ```python fence is the marker
+`<!-- docs-test: run -->` (an HTML comment, so it does not show on GitHub).
+Blocks that need a trained run, TensorFlow or real data are left unmarked.
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MARKER = "<!-- docs-test: run -->"
+BLOCK = re.compile(re.escape(MARKER) + r"\n```python\n(.*?)\n```", re.DOTALL)
+# The pages whose examples must run, and how many marked blocks each holds
+# at least, so that a lost marker fails here instead of silently skipping.
+PAGES = {
+    "README.md": 2,
+    "docs/migrating-from-tensorflow-addons.md": 5,
+    "docs/layers.md": 6,
+}
+
+
+def marked_blocks(text):
+    """(line number, code) of each marked python block of a Markdown text."""
+    return [(text.count("\n", 0, m.start()) + 2, m.group(1)) for m in BLOCK.finditer(text)]
+
+
+def test_every_page_keeps_its_runnable_examples():
+    for page, least in PAGES.items():
+        text = (ROOT / page).read_text()
+        found = len(marked_blocks(text))
+        assert found >= least, f"{page}: {found} runnable examples, expected at least {least}"
+        # A marker not followed by a python block would mark nothing.
+        assert text.count(MARKER) == found, f"{page}: a marker is not before a ```python block"
+
+
+EXAMPLES = [
+    pytest.param(code, id=f"{page}:{line}")
+    for page in PAGES
+    for line, code in marked_blocks((ROOT / page).read_text())
+]
+
+
+@pytest.mark.parametrize("code", EXAMPLES)
+def test_example_runs(code):
+    exec(compile(code, "<docs example>", "exec"), {"__name__": "docs_example"})
