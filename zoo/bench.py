@@ -1288,8 +1288,8 @@ def run(
 
 def add_parser(subcommands):
     """Adds `bench` to the `zoo` command line's subcommands."""
-    from zoo.cli import non_negative_float
-    from zoo.cli import positive_int
+    from zoo.arguments import non_negative_float
+    from zoo.arguments import positive_int
 
     parser = subcommands.add_parser(
         "bench",
