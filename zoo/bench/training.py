@@ -110,7 +110,6 @@ def _first_steps(runner, make_model, inputs, labels, settings, details):
         def step(model=model):
             return model.train_on_batch(inputs, labels)
 
-        models[jit_compile] = model
         start = time.perf_counter()
         try:
             finish(step())
@@ -122,7 +121,7 @@ def _first_steps(runner, make_model, inputs, labels, settings, details):
             )
             continue
         firsts[jit_compile] = time.perf_counter() - start
-        steps[jit_compile] = step
+        models[jit_compile], steps[jit_compile] = model, step
     return models, steps, firsts
 
 
