@@ -24,6 +24,8 @@ import os
 import sys
 
 from zoo import extras
+from zoo.arguments import non_negative_float
+from zoo.arguments import positive_int
 from zoo.errors import ZooUserError
 from zoo.quiet_import import import_quietly
 from zoo.runs import check_run_directory
@@ -41,26 +43,6 @@ PRECISIONS = ("bfloat16", "float16")
 
 class UserError(ZooUserError):
     """A mistake of the user's found by the command line itself."""
-
-
-def positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def non_negative_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
 
 
 def build_parser():

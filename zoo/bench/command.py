@@ -1,0 +1,176 @@
+"""`zoo bench`'s command line: its arguments, the run of the suites in this
+process, and the re-run in a child process for another backend."""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+from zoo.arguments import non_negative_float
+from zoo.arguments import positive_int
+from zoo.bench import report
+from zoo.bench.decoding import bench_decode
+from zoo.bench.export import bench_export
+from zoo.bench.layers import bench_layers
+from zoo.bench.sizes import DEFAULT_SIZE
+from zoo.bench.sizes import SIZES
+from zoo.bench.timing import DEFAULT_MIN_TIME
+from zoo.bench.timing import MAX_ROUNDS_FACTOR
+from zoo.bench.timing import Runner
+from zoo.bench.training import bench_train
+
+BENCHMARKS = {
+    "layers": bench_layers,
+    "decode": bench_decode,
+    "train": bench_train,
+    "export": bench_export,
+}
+SUITES = tuple(BENCHMARKS)
+BACKENDS = ("tensorflow", "jax", "torch")
+
+
+def run(
+    suites,
+    size=DEFAULT_SIZE,
+    repeats=10,
+    warmup=2,
+    min_time=DEFAULT_MIN_TIME,
+    command="zoo bench",
+    log=None,
+):
+    """Runs the benchmark suites in this process, on the current backend.
+
+    Args:
+        suites: names from `SUITES`.
+        size: a key of `SIZES`.
+        repeats: timed calls of each function (at least).
+        warmup: untimed calls before them.
+        min_time: seconds of timed calls that a quick case is repeated to
+            fill (see `zoo.bench.timing.measure`).
+        command: the command line to record with the results.
+        log: a function of one progress line (default: print to stderr).
+
+    Returns:
+        `(results, cases)`: the JSON-ready results dict and the `Case`s.
+    """
+    import keras
+
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        # Every case compiles functions of its own, on purpose: TensorFlow's
+        # warnings about frequent tracing say nothing here.
+        tf.get_logger().setLevel("ERROR")
+    runner = Runner(SIZES[size], warmup, repeats, min_time, log)
+    load_before = os.getloadavg()
+    for suite in suites:
+        runner.log(f"zoo bench: {suite} on {keras.backend.backend()}")
+        BENCHMARKS[suite](runner)
+    settings = {
+        "suites": list(suites),
+        "size": size,
+        "repeats": repeats,
+        "warmup": warmup,
+        "min_time": min_time,
+    }
+    return report.results(runner, settings, command, load_before), runner.cases
+
+
+def add_parser(subcommands):
+    """Adds `bench` to the `zoo` command line's subcommands."""
+    parser = subcommands.add_parser(
+        "bench",
+        help="time the layers, decoding and training side by side, as ratios",
+        description="Times our layers and choices against references in one run, "
+        "and prints a Markdown table of medians and their ratios.",
+    )
+    parser.add_argument(
+        "suite",
+        nargs="?",
+        default="all",
+        choices=(*SUITES, "all"),
+        help="what to time (default: all)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        help="the Keras backend (default: KERAS_BACKEND, else tensorflow)",
+    )
+    parser.add_argument("--out", help="also write the results as JSON to this file")
+    parser.add_argument(
+        "--size",
+        choices=tuple(SIZES),
+        default=DEFAULT_SIZE,
+        help="tiny: a seconds-long check that every case runs; "
+        "full (default): the sizes of real training and decoding",
+    )
+    parser.add_argument(
+        "--repeats", type=positive_int, default=10, help="timed calls of each side, at least"
+    )
+    parser.add_argument("--warmup", type=positive_int, default=2, help="untimed calls before them")
+    parser.add_argument(
+        "--min-time",
+        type=non_negative_float,
+        default=DEFAULT_MIN_TIME,
+        help="repeat a quick case until its timed calls fill this many seconds "
+        f"(at most {MAX_ROUNDS_FACTOR}x --repeats; default {DEFAULT_MIN_TIME})",
+    )
+    return parser
+
+
+def command_line(args):
+    """The `zoo bench` arguments that reproduce `args`."""
+    argv = [args.suite, "--size", args.size, "--repeats", str(args.repeats)]
+    argv += ["--warmup", str(args.warmup), "--min-time", str(args.min_time)]
+    if args.backend:
+        argv += ["--backend", args.backend]
+    if args.out:
+        argv += ["--out", args.out]
+    return argv
+
+
+def _use_backend(backend):
+    """Selects `backend` for this process; False when Keras is already loaded
+    with another one (a process keeps its first backend for life)."""
+    if "keras" in sys.modules:
+        return sys.modules["keras"].backend.backend() == backend
+    os.environ["KERAS_BACKEND"] = backend
+    return True
+
+
+def command(args):
+    """Runs `zoo bench` with the parsed `args`: prints the report, writes
+    `--out`. With a `--backend` other than the loaded one, it runs itself in
+    a child process with that backend."""
+    argv = command_line(args)
+    if args.backend and not _use_backend(args.backend):
+        code = subprocess.call(
+            [sys.executable, "-m", "zoo.bench", *argv],
+            env=dict(os.environ, KERAS_BACKEND=args.backend),
+        )
+        if code:
+            raise SystemExit(code)
+        return
+    suites = SUITES if args.suite == "all" else (args.suite,)
+    results, cases = run(
+        suites,
+        size=args.size,
+        repeats=args.repeats,
+        warmup=args.warmup,
+        min_time=args.min_time,
+        command="zoo bench " + " ".join(argv),
+    )
+    print(report.markdown_report(results, cases), flush=True)
+    if args.out:
+        with open(args.out, "w") as out:
+            json.dump(results, out, indent=2)
+            out.write("\n")
+
+
+def main(argv=None):
+    """`python -m zoo.bench ...`, the same as `zoo bench ...`."""
+    parser = argparse.ArgumentParser(prog="zoo")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    command(parser.parse_args(["bench", *(sys.argv[1:] if argv is None else argv)]))
+    return 0
