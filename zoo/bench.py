@@ -15,7 +15,7 @@ the ratios are the claims.
 Every call's outputs are converted to numpy before the clock stops, so the
 asynchronous backends (JAX dispatch, TensorFlow's eager executor) are timed
 to completion. Functions are compiled where the backend can (`tf.function`,
-`jax.jit`; torch runs eagerly), as `zoo.translator.compile_inference` does
+`jax.jit`; torch runs eagerly), as `zoo.inference.translator.compile_inference` does
 for decoding, and the table says which.
 
 The suites:
@@ -370,7 +370,7 @@ class Runner:
 
 
 def compiled_with():
-    """How `zoo.translator.compile_inference` runs a function on this backend."""
+    """How `zoo.inference.translator.compile_inference` runs a function on this backend."""
     import keras
 
     return {"tensorflow": "tf.function", "jax": "jax.jit"}.get(keras.backend.backend(), "eager")
@@ -387,7 +387,7 @@ def gradient_function(forward, variables):
     import keras
     from keras import ops
 
-    from zoo.translator import compile_inference
+    from zoo.inference.translator import compile_inference
 
     backend = keras.backend.backend()
     if backend == "tensorflow":
@@ -438,7 +438,7 @@ def bench_layers(runner):
     import keras
 
     from zoo import layers
-    from zoo.translator import compile_inference
+    from zoo.inference.translator import compile_inference
 
     def self_attention(layer, **options):
         if isinstance(layer, keras.layers.Attention):
@@ -533,7 +533,7 @@ def _bench_key_projection(runner):
     from keras import ops
 
     from zoo import layers
-    from zoo.translator import compile_inference
+    from zoo.inference.translator import compile_inference
 
     size = runner.size
     batch, steps = size.loop_batch, size.loop_steps
@@ -601,7 +601,7 @@ def _bench_key_projection(runner):
 def _bench_searches(runner):
     """Beam search (width 5) against greedy search on rnnsearch_small."""
     from zoo.recipes import decoding
-    from zoo.translator import compile_inference
+    from zoo.inference.translator import compile_inference
 
     size = runner.size
     model = _translation_model("rnnsearch_small", size)
@@ -650,7 +650,7 @@ def _bench_cache(runner):
     """One MultiHeadAttention decoding step with the key/value cache against
     recomputing the causal self-attention of the whole prefix."""
     from zoo import layers
-    from zoo.translator import compile_inference
+    from zoo.inference.translator import compile_inference
 
     size = runner.size
     batch, depth, heads = size.cache_batch, size.cache_depth, size.num_heads
@@ -818,7 +818,7 @@ def _bench_new_shape(runner, preset, models, inputs, labels, details):
     further shape of a real training costs.
     """
     from zoo import registry
-    from zoo import training
+    from zoo.training import loop as training
 
     costs = {}
     for extra in (1, 2):
@@ -884,11 +884,11 @@ def bench_export(runner):
 
     import zoo
     from zoo import data
-    from zoo import export
-    from zoo import onnx_export
-    from zoo import onnx_runner
+    from zoo.export import saved_model as export
+    from zoo.export import onnx_export
+    from zoo.export import onnx_runner
     from zoo import registry
-    from zoo import training
+    from zoo.training import loop as training
 
     size = runner.size
     pairs = data.synthetic_splits(500, 0, 64, seed=0)

@@ -6,7 +6,7 @@
     target.vocab         target (or caption) vocabulary
     model.weights.h5     the final weights
     checkpoints/         model + optimizer after each epoch (epoch-NN.weights.h5
-                         and its manifest epoch-NN.json; see zoo.checkpoints)
+                         and its manifest epoch-NN.json; see zoo.training.checkpoints)
     history.csv          loss per epoch
     metrics.json         final figures (loss, time, tokens per second, BLEU)
 

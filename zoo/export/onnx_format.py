@@ -1,9 +1,9 @@
 """The layout of an ONNX export folder, shared by its writer and its reader.
 
-`zoo.onnx_export` writes the folder (TensorFlow and tf2onnx) and
-`zoo.onnx_runner` reads it (onnxruntime); this module imports nothing, so
+`zoo.export.onnx_export` writes the folder (TensorFlow and tf2onnx) and
+`zoo.export.onnx_runner` reads it (onnxruntime); this module imports nothing, so
 that serving an export needs neither TensorFlow's converter nor the writer.
-See `zoo.onnx_export` for what each file holds.
+See `zoo.export.onnx_export` for what each file holds.
 """
 
 ENCODER = "encoder.onnx"

@@ -3,7 +3,7 @@ devices must be configured before TensorFlow first touches them.
 
 Trains the same tiny token model from the same weights on the same global
 batches (replicas holding different numbers of target tokens, clipping
-active) on one device, with `zoo.distributed.fit` under MirroredStrategy
+active) on one device, with `zoo.training.distributed.fit` under MirroredStrategy
 on two logical CPUs, and with its custom loop, and prints, as one JSON
 line, how far the final weights are from one device's and what each run's
 callbacks saw.
@@ -19,7 +19,7 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from zoo import distributed  # noqa: E402
+from zoo.training import distributed  # noqa: E402
 
 VOCABULARY, LENGTH, BATCH, BATCHES = 13, 7, 8, 4
 

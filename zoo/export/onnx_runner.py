@@ -1,4 +1,4 @@
-"""Translate and caption from an ONNX export (`zoo.onnx_export`) with onnxruntime.
+"""Translate and caption from an ONNX export (`zoo.export.onnx_export`) with onnxruntime.
 
 The model runs in onnxruntime only: `OnnxModel` loads the folder's two
 graphs and offers the recipes' contract (`encode`, `decode_step`, the
@@ -18,7 +18,7 @@ their weights are needed.
 
 Example:
 
->>> from zoo import onnx_runner
+>>> from zoo.export import onnx_runner
 >>> translator = onnx_runner.load("exports/rnnsearch_small")  # doctest: +SKIP
 >>> translator.translate(["the dog sees a cat."])[0].text  # doctest: +SKIP
 """
@@ -30,24 +30,24 @@ import keras
 import numpy as np
 import onnxruntime
 
-from zoo import onnx_format
-from zoo.captioner import Captioner
+from zoo.export import onnx_format
+from zoo.inference.captioner import Captioner
 from zoo.errors import ZooUserError
 from zoo.recipes import contract
 from zoo.recipes import decoding
-from zoo.translator import Translator
-from zoo.translator import compiled_search
+from zoo.inference.translator import Translator
+from zoo.inference.translator import compiled_search
 
 
 class OnnxFolderError(ZooUserError):
-    """An export folder that is missing, incomplete or not `zoo.onnx_export`'s."""
+    """An export folder that is missing, incomplete or not `zoo.export.onnx_export`'s."""
 
 
 class OnnxModel:
     """An exported model's encode / decode_step, run by onnxruntime.
 
     Args:
-        folder: a folder written by `zoo.onnx_export.export_onnx`.
+        folder: a folder written by `zoo.export.onnx_export.export_onnx`.
         providers: onnxruntime execution providers (default: CPU).
         session_options: optional `onnxruntime.SessionOptions` for both
             graphs (threads, optimisation level); default:
@@ -131,7 +131,7 @@ def read_manifest(folder):
     if not path.is_file():
         raise OnnxFolderError(
             f"{str(folder)!r} is not an ONNX export: no {onnx_format.MANIFEST} "
-            "(write one with `zoo.onnx_export.export_onnx(RUN_DIR, OUT)`)"
+            "(write one with `zoo.export.onnx_export.export_onnx(RUN_DIR, OUT)`)"
         )
     try:
         manifest = json.loads(path.read_text())
@@ -216,7 +216,7 @@ def _log_softmax(logits):
 def onnx_search(model, beam, length_penalty, coverage_penalty=0.0, max_length=None):
     """Greedy (`beam=1`, NumPy) or beam search (`decoding.beam_search`) of an
     `OnnxModel`, as a function of the source batch: the counterpart of
-    `zoo.translator.compiled_search`.
+    `zoo.inference.translator.compiled_search`.
 
     On the TensorFlow backend the beam search is compiled by `tf.function`
     around the onnxruntime calls (`_GraphStepModel`); run eagerly, its
@@ -345,7 +345,7 @@ def load(folder, providers=None, session_options=None):
     """An export folder as an `OnnxTranslator` or an `OnnxCaptioner`.
 
     Args:
-        folder: a folder written by `zoo.onnx_export.export_onnx`.
+        folder: a folder written by `zoo.export.onnx_export.export_onnx`.
         providers, session_options: see `OnnxModel`.
 
     Returns:

@@ -12,7 +12,7 @@ from cli_checks import train_keeping_the_model
 
 import zoo
 from zoo import cli
-from zoo.captioner import Captioner
+from zoo.inference.captioner import Captioner
 from zoo.data import captions
 
 pytestmark = pytest.mark.tensorflow_only  # tf.data training; the recipe itself is swept on every backend

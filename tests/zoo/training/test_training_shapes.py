@@ -1,9 +1,9 @@
-"""The batch shapes a compiled (XLA) train step sees, from `zoo.training`."""
+"""The batch shapes a compiled (XLA) train step sees, from `zoo.training.loop`."""
 
 import pytest
 
 from zoo import registry
-from zoo import training
+from zoo.training import loop as training
 
 pytestmark = pytest.mark.tensorflow_only  # tf.data
 

@@ -31,7 +31,7 @@ from zoo.runs import check_run_directory
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 USER_ERROR = 2
-# zoo.distributed.STRATEGIES and PRECISIONS, repeated so that parsing stays
+# zoo.training.distributed.STRATEGIES and PRECISIONS, repeated so that parsing stays
 # free of Keras (test_distributed.py holds the copies equal).
 STRATEGIES = ("auto", "one-device", "mirrored", "multi-worker", "data-parallel")
 PRECISIONS = ("bfloat16", "float16")
@@ -147,7 +147,7 @@ def build_parser():
         "`translate` (strings -> strings) or `caption` (image file bytes -> strings), "
         "and `logits` (teacher-forced); they need TensorFlow and tensorflow-text, "
         "not this package (see zoo/export.py). onnx: encoder.onnx and decoder_step.onnx "
-        "with dynamic batch and length axes, which `zoo.onnx_runner` decodes with "
+        "with dynamic batch and length axes, which `zoo.export.onnx_runner` decodes with "
         "onnxruntime (see zoo/onnx_export.py).",
     )
     export.add_argument("run_dir", help="a run directory written by `zoo train`")
@@ -211,7 +211,7 @@ def command_train(args):
     from zoo import registry
 
     registry.get_preset(args.preset)  # an unknown preset fails before TensorFlow loads
-    from zoo import training
+    from zoo.training import loop as training
 
     out = training.train(
         args.preset,
@@ -232,7 +232,7 @@ def command_train(args):
 
 def test_pairs(translator, data_spec):
     from zoo import data
-    from zoo import training
+    from zoo.training import loop as training
 
     if data_spec:
         return data.read_corpus(data_spec).pairs
@@ -246,7 +246,7 @@ def test_pairs(translator, data_spec):
 
 def test_images(captioner, data_spec):
     from zoo import data
-    from zoo import training
+    from zoo.training import loop as training
 
     if data_spec:
         return data.read_captions(data_spec).images
@@ -271,7 +271,7 @@ def evaluate_captioner(captioner, args):
 
 def command_evaluate(args):
     import zoo
-    from zoo import evaluation
+    from zoo.evaluation import bleu as evaluation
 
     check_run_directory(args.run_dir)  # before TensorFlow loads: a quick, quiet error
     run = zoo.load(args.run_dir)
@@ -287,7 +287,7 @@ def command_evaluate(args):
 
 def command_translate(args):
     import zoo
-    from zoo import plots
+    from zoo.evaluation import plots
 
     check_run_directory(args.run_dir)
     translator = zoo.load(args.run_dir)
@@ -310,7 +310,7 @@ def command_translate(args):
 
 def command_caption(args):
     import zoo
-    from zoo import plots
+    from zoo.evaluation import plots
 
     check_run_directory(args.run_dir)
     captioner = zoo.load(args.run_dir)
@@ -341,11 +341,11 @@ def command_export(args):
     check_run_directory(args.run_dir)  # before TensorFlow loads: a quick, quiet error
     out = args.out or os.path.join(args.run_dir, "export", args.format)
     if args.format == "onnx":
-        from zoo import onnx_export
+        from zoo.export import onnx_export
 
         path = onnx_export.export_onnx(args.run_dir, out, overwrite=args.overwrite)
     else:
-        from zoo import export
+        from zoo.export import saved_model as export
 
         path = export.export_saved_model(
             args.run_dir,
@@ -366,11 +366,11 @@ def command_bench(args):
 
 def command_demo(args):
     if args.layers:
-        from zoo import layer_demo
+        from zoo.cli import layer_demo
 
         layer_demo.run(verbose=2)
         return
-    from zoo import demo
+    from zoo.cli import demo
 
     demo.run(args.out)
 
@@ -433,7 +433,3 @@ def main(argv=None):
         print(f"zoo {args.command}: interrupted", file=sys.stderr)
         return 130
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

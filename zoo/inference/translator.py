@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import keras
 import numpy as np
 
-from zoo import evaluation
+from zoo.evaluation import bleu as evaluation
 from zoo import registry
 from zoo import runs
 from zoo.recipes import decoding
@@ -123,7 +123,7 @@ class Translator:
         with a lowercasing tokenizer the BLEU is lowercased and its
         signature says `case:lc`.
 
-        Returns a dict with `bleu` (a `zoo.evaluation.BleuResult`),
+        Returns a dict with `bleu` (a `zoo.evaluation.bleu.BleuResult`),
         `by_length` (BLEU per source-length bucket) and `hypotheses`.
         """
         sources = [source for source, _ in pairs]

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU
 
-from zoo import caption_metrics
-from zoo.captioner import Captioner
+from zoo.evaluation import caption_metrics
+from zoo.inference.captioner import Captioner
 from zoo.data import TextTokenizer
 from zoo.data.captions import SceneObject
 from zoo.recipes.decoding import DecodeResult
-from zoo.translator import Translator
+from zoo.inference.translator import Translator
 
 pytestmark = pytest.mark.tensorflow_only  # the tokenizers run tensorflow-text
 

@@ -47,8 +47,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from zoo.evaluation import _check_hypotheses
-from zoo.evaluation import corpus_bleu
+from zoo.evaluation.bleu import _check_hypotheses
+from zoo.evaluation.bleu import corpus_bleu
 
 # The nouns and size adjectives of the synthetic scenes
 # (`zoo.data.captions.SceneObject.shape` and `.size`).
@@ -126,7 +126,7 @@ def caption_bleu(hypotheses, references, **bleu_options):
         signature does not record the n-gram order, which the key names).
 
     Raises:
-        TypeError, ValueError: as `zoo.evaluation.corpus_bleu`.
+        TypeError, ValueError: as `zoo.evaluation.bleu.corpus_bleu`.
 
     Example:
 

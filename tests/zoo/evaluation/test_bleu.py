@@ -1,4 +1,4 @@
-"""zoo.evaluation: corpus BLEU, BLEU by source length, and the comparison table.
+"""zoo.evaluation.bleu: corpus BLEU, BLEU by source length, and the comparison table.
 
 Pure Python (sacrebleu), so it runs in every backend's process.
 """
@@ -8,10 +8,10 @@ import pytest
 import sacrebleu
 from sacrebleu.metrics import BLEU
 
-from zoo.evaluation import LengthBucket
-from zoo.evaluation import bleu_by_length
-from zoo.evaluation import corpus_bleu
-from zoo.evaluation import format_bleu_table
+from zoo.evaluation.bleu import LengthBucket
+from zoo.evaluation.bleu import bleu_by_length
+from zoo.evaluation.bleu import corpus_bleu
+from zoo.evaluation.bleu import format_bleu_table
 
 HYPOTHESES = [
     "the cat sat on the mat",
@@ -243,7 +243,7 @@ def test_no_deep_learning_framework_imported():
     import sys
 
     code = (
-        "import sys, zoo.evaluation, zoo.plots; "
+        "import sys, zoo.evaluation.bleu, zoo.evaluation.plots; "
         "print(sorted(m for m in ('tensorflow', 'jax', 'torch', 'keras') "
         "if m in sys.modules))"
     )

@@ -12,9 +12,9 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from zoo import checkpoints
+from zoo.training import checkpoints
 from zoo import data
-from zoo import distributed
+from zoo.training import distributed
 from zoo import registry
 from zoo import runs
 from zoo.errors import ZooUserError
@@ -161,7 +161,7 @@ def write_untrained_run(
     Returns:
         The run directory, a `Path`.
     """
-    from zoo.translator import build_model
+    from zoo.inference.translator import build_model
 
     settings = registry.get_preset(preset)
     task = registry.task_of(settings["recipe"])
@@ -249,7 +249,7 @@ def _translation_data(training, splits, out, drop_remainder=False, fixed_shapes=
         )
 
     def evaluate(model, config):
-        from zoo.translator import Translator
+        from zoo.inference.translator import Translator
 
         translator = Translator(model, source_tokenizer, target_tokenizer, config)
         result = translator.evaluate(test_pairs)
@@ -271,7 +271,7 @@ def _translation_data(training, splits, out, drop_remainder=False, fixed_shapes=
 
 
 def _captioning_data(training, splits, out, drop_remainder=False, fixed_shapes=False):
-    from zoo import captioner
+    from zoo.inference import captioner
 
     train_images, valid_images, test_images = splits
     images, captions = captioner.caption_pairs(train_images)
@@ -367,7 +367,7 @@ def train(
     """Trains preset `preset` and writes its run directory `out`.
 
     Checkpoints (model and optimizer) are written after every epoch, and
-    every `checkpoint_every_steps` batches when asked (`zoo.checkpoints`).
+    every `checkpoint_every_steps` batches when asked (`zoo.training.checkpoints`).
     Called again with the same `out` and the same settings after a crash,
     it resumes from the newest intact checkpoint: finished epochs are not
     run again, the optimizer state (with its step count, which drives the
@@ -389,7 +389,7 @@ def train(
             and record its scores in metrics.json.
         checkpoint_every_steps: optional int >= 1, also checkpoint every
             this many batches inside an epoch.
-        strategy: None or a name of `zoo.distributed.STRATEGIES` ("auto",
+        strategy: None or a name of `zoo.training.distributed.STRATEGIES` ("auto",
             "one-device", "mirrored", "multi-worker", "data-parallel"), or
             a strategy object; `batch_size` is the global batch, split
             across the replicas. Under "multi-worker" only the chief writes

@@ -7,8 +7,8 @@ import pytest
 
 from cli_checks import run_cli
 
-from zoo import demo
-from zoo import layer_demo
+from zoo.cli import demo
+from zoo.cli import layer_demo
 from zoo import registry
 
 pytestmark = pytest.mark.tensorflow_only  # tf.data training

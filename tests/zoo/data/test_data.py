@@ -19,7 +19,7 @@ from zoo.data import read_tsv
 from zoo.data import synthetic_corpus
 from zoo.data import synthetic_splits
 
-MULTI30K = Path(__file__).resolve().parents[2].parent / "shared/data/multi30k"
+MULTI30K = Path(__file__).resolve().parents[3].parent / "shared/data/multi30k"
 
 LEX = TARGET_LEXICON
 TARGET_NOUN_GENDER = {LEX.nouns[n]: LEX.genders[n] for n in LEX.nouns}

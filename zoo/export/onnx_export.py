@@ -2,7 +2,7 @@
 
 TensorFlow only by nature: the graphs are traced with `tf.function` and
 converted with tf2onnx. The folder it writes is everything
-`zoo.onnx_runner` (or any onnxruntime client) needs:
+`zoo.export.onnx_runner` (or any onnxruntime client) needs:
 
     encoder.onnx         source (int32 [B, S]) or image (float32 [B, H, W, 3])
                          -> the decoding state, one output per state entry
@@ -38,7 +38,7 @@ driven from any language.
 
 Example:
 
->>> from zoo.onnx_export import export_onnx
+>>> from zoo.export.onnx_export import export_onnx
 >>> export_onnx("runs/rnnsearch_small", "exports/rnnsearch_small")  # doctest: +SKIP
 """
 
@@ -60,12 +60,12 @@ import zoo
 from zoo import registry
 from zoo import runs
 from zoo.errors import ZooUserError
-from zoo.onnx_format import DECODER_STEP
-from zoo.onnx_format import ENCODER
-from zoo.onnx_format import MANIFEST
-from zoo.onnx_format import MANIFEST_FORMAT
-from zoo.onnx_format import MANIFEST_VERSION
-from zoo.onnx_format import NEW_STATE_PREFIX
+from zoo.export.onnx_format import DECODER_STEP
+from zoo.export.onnx_format import ENCODER
+from zoo.export.onnx_format import MANIFEST
+from zoo.export.onnx_format import MANIFEST_FORMAT
+from zoo.export.onnx_format import MANIFEST_VERSION
+from zoo.export.onnx_format import NEW_STATE_PREFIX
 from zoo.recipes.contract import carried_state_keys
 
 # tf2onnx's preferred opset (`tf2onnx.constants.PREFERRED_OPSET`, 15 in

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 import tiny_configs
 
-from zoo import onnx_export
-from zoo import onnx_runner
+from zoo.export import onnx_export
+from zoo.export import onnx_runner
 from zoo import registry
 from zoo import runs
-from zoo import training
+from zoo.training import loop as training
 from zoo.data import synthetic_corpus
 
 pytestmark = pytest.mark.tensorflow_only

@@ -1,4 +1,4 @@
-"""zoo.distributed: strategies, one-device equivalence, multi-worker, mixed precision."""
+"""zoo.training.distributed: strategies, one-device equivalence, multi-worker, mixed precision."""
 
 import json
 import os
@@ -15,12 +15,12 @@ from cli_checks import assert_one_line_error
 from cli_checks import run_cli
 
 from zoo import cli
-from zoo import distributed
+from zoo.training import distributed
 from zoo import runs
-from zoo import training
+from zoo.training import loop as training
 
 HERE = Path(__file__).parent
-REPOSITORY = HERE.parents[1]
+REPOSITORY = HERE.parents[2]
 
 
 def run_script(script, *arguments, env=None, timeout=300):
@@ -64,7 +64,7 @@ def test_token_crossentropy_is_float32_on_half_precision_logits():
 def test_mirrored_fit_and_custom_loop_match_one_device():
     # Replicas hold 4 and 28 target tokens a batch, and every step clips:
     # Keras' own per-replica mean, or clipping before the all-reduce, would
-    # be off by about 1e-2 (see zoo.distributed).
+    # be off by about 1e-2 (see zoo.training.distributed).
     results = run_script("distributed_equivalence.py")
     assert results.pop("replicas") == 2
     assert set(results) == {"whole_epochs/fit", "whole_epochs/loop", "steps_per_epoch/loop"}

@@ -14,9 +14,9 @@ import pytest
 from cli_checks import assert_one_line_error
 from cli_checks import run_cli
 
-from zoo import checkpoints
-from zoo import training
-from zoo import translator
+from zoo.training import checkpoints
+from zoo.training import loop as training
+from zoo.inference import translator
 
 pytestmark = pytest.mark.tensorflow_only  # tf.data training
 
@@ -77,7 +77,7 @@ def test_a_checkpoint_without_its_manifest_does_not_count(tmp_path):
 # Four batches an epoch, a checkpoint after each.
 KILLABLE = dict(TINY, checkpoint_every_steps=1)
 TRAIN_IN_A_CHILD = (
-    "import sys; from zoo import training; "
+    "import sys; from zoo.training import loop as training; "
     "training.train('rnnsearch_small', sys.argv[1], **{settings})"
 )
 

@@ -1,4 +1,4 @@
-"""zoo.plots: the alignment heat map PNG and the caption attention figure.
+"""zoo.evaluation.plots: the alignment heat map PNG and the caption attention figure.
 
 Pure matplotlib and numpy, so it runs in every backend's process.
 """
@@ -8,8 +8,8 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from zoo.plots import plot_alignment
-from zoo.plots import plot_caption_attention
+from zoo.evaluation.plots import plot_alignment
+from zoo.evaluation.plots import plot_caption_attention
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

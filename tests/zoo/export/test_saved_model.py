@@ -16,10 +16,10 @@ from cli_checks import run_cli
 import zoo
 from zoo import cli
 from zoo import data
-from zoo import export
+from zoo.export import saved_model as export
 from zoo import registry
 from zoo import runs
-from zoo import training
+from zoo.training import loop as training
 from zoo.data import captions as caption_data
 from zoo.data.tokenizer import TextTokenizer
 

@@ -13,7 +13,7 @@ from cli_checks import train_keeping_the_model
 import zoo
 from zoo import cli
 from zoo import registry
-from zoo.translator import Translator
+from zoo.inference.translator import Translator
 
 
 def test_list_shows_every_preset(capsys):
@@ -149,7 +149,7 @@ def test_missing_data_file_is_one_line(capsys, tmp_path):
 
 @pytest.mark.parametrize("flag, expected", [(["--jit-compile", "on"], True), (["--jit-compile", "off"], False), ([], None)])
 def test_jit_compile_option_reaches_training(capsys, monkeypatch, flag, expected):
-    from zoo import training
+    from zoo.training import loop as training
 
     received = {}
 

@@ -71,8 +71,8 @@ import zoo
 from zoo import runs
 from zoo.data.caption_pipeline import decode_image_bytes
 from zoo.errors import ZooUserError
-from zoo.translator import SOURCE_WIDTH_MULTIPLE
-from zoo.translator import compiled_search
+from zoo.inference.translator import SOURCE_WIDTH_MULTIPLE
+from zoo.inference.translator import compiled_search
 
 # Before tokenization a sentence is cut to this many characters per word
 # piece allowed; a piece is at least one character, so this keeps every

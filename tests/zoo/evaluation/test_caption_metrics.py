@@ -1,4 +1,4 @@
-"""zoo.caption_metrics: BLEU-1..4, CIDEr-D, METEOR and attention localisation.
+"""zoo.evaluation.caption_metrics: BLEU-1..4, CIDEr-D, METEOR and attention localisation.
 
 Pure Python and NumPy, so it runs in every backend's process.
 """
@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU
 
-from zoo import caption_metrics
-from zoo.caption_metrics import MeteorUnavailable
-from zoo.caption_metrics import WordLocalisation
-from zoo.caption_metrics import attention_localisation
-from zoo.caption_metrics import caption_bleu
-from zoo.caption_metrics import caption_scores
-from zoo.caption_metrics import cider_d
-from zoo.caption_metrics import meteor
-from zoo.caption_metrics import word_localisation
+from zoo.evaluation import caption_metrics
+from zoo.evaluation.caption_metrics import MeteorUnavailable
+from zoo.evaluation.caption_metrics import WordLocalisation
+from zoo.evaluation.caption_metrics import attention_localisation
+from zoo.evaluation.caption_metrics import caption_bleu
+from zoo.evaluation.caption_metrics import caption_scores
+from zoo.evaluation.caption_metrics import cider_d
+from zoo.evaluation.caption_metrics import meteor
+from zoo.evaluation.caption_metrics import word_localisation
 
 REFERENCES = [
     [

@@ -5,12 +5,12 @@ from dataclasses import dataclass
 import keras
 import numpy as np
 
-from zoo import caption_metrics
+from zoo.evaluation import caption_metrics
 from zoo import runs
 from zoo.recipes import decoding
 from zoo.recipes.contract import EOS_TOKEN
-from zoo.translator import build_model
-from zoo.translator import compiled_search
+from zoo.inference.translator import build_model
+from zoo.inference.translator import compiled_search
 
 
 @dataclass
@@ -135,9 +135,9 @@ class Captioner:
         and either `.image` (an array) or `.image_path` (a file).
 
         Returns a dict: `scores` (BLEU-1..4, CIDEr-D and METEOR or why it
-        was skipped, see `zoo.caption_metrics.caption_scores`),
+        was skipped, see `zoo.evaluation.caption_metrics.caption_scores`),
         `localisation` (synthetic examples with `.objects` only, see
-        `zoo.caption_metrics.attention_localisation`, else None) and
+        `zoo.evaluation.caption_metrics.attention_localisation`, else None) and
         `captions` (the `Caption` of each example).
         """
         if hasattr(examples[0], "image"):

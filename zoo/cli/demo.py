@@ -10,11 +10,11 @@ saves the alignment heat map of a long test sentence and keeps both runs.
 import time
 from pathlib import Path
 
-from zoo import evaluation
-from zoo import plots
+from zoo.evaluation import bleu as evaluation
+from zoo.evaluation import plots
 from zoo import registry
-from zoo import training
-from zoo import translator as translators
+from zoo.training import loop as training
+from zoo.inference import translator as translators
 
 PRESETS = ("rnnencdec_small", "rnnsearch_small")
 

@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from zoo import training
+from zoo.training import loop as training
 from zoo.recipes.rnnsearch import RNNSearch  # noqa: F401 (registers the class)
 from zoo import runs
 

@@ -1,0 +1,1 @@
+"""Training: the loop (`loop`), its checkpoints and its distribution over devices."""
