@@ -27,8 +27,6 @@ WEIGHTS = "model.weights.h5"
 METRICS = "metrics.json"
 HISTORY = "history.csv"
 CHECKPOINTS = "checkpoints"
-REQUIRED = (CONFIG, SOURCE_VOCABULARY, TARGET_VOCABULARY, WEIGHTS)
-CAPTIONING_REQUIRED = (CONFIG, TARGET_VOCABULARY, WEIGHTS)
 
 
 class RunDirectoryError(ZooUserError):
@@ -49,23 +47,6 @@ def save_weights(model, path):
     temporary = path.with_name(f".tmp-{path.name}")
     model.save_weights(temporary)
     os.replace(temporary, path)
-
-
-def check_run_directory(run_dir):
-    """The run directory as a Path, or a one-line error saying what is missing."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise RunDirectoryError(f"run directory {str(run_dir)!r} does not exist")
-    required = REQUIRED
-    if (run_dir / CONFIG).is_file() and read_json(run_dir / CONFIG).get("task") == "captioning":
-        required = CAPTIONING_REQUIRED
-    missing = [name for name in required if not (run_dir / name).is_file()]
-    if missing:
-        raise RunDirectoryError(
-            f"run directory {str(run_dir)!r} is incomplete: missing "
-            f"{', '.join(missing)} (did its training finish?)"
-        )
-    return run_dir
 
 
 def read_json(path):

@@ -24,7 +24,10 @@ import sys
 
 from zoo import extras
 from zoo.errors import ZooUserError
-from zoo.runs import check_run_directory
+from zoo.tasks import CAPTIONING
+from zoo.tasks import TRANSLATION
+from zoo.tasks import check_run_directory
+from zoo.tasks import task_for
 
 # Set before TensorFlow is first imported (by zoo.data, lazily): its C++ start-up
 # chatter is not for the user of a command line.
@@ -230,36 +233,8 @@ def command_train(args):
     print((out / "metrics.json").read_text().strip())
 
 
-def test_pairs(translator, data_spec):
-    from zoo import data
-    from zoo.training import loop as training
-
-    if data_spec:
-        return data.read_corpus(data_spec).pairs
-    settings = translator.config["training"]
-    if settings["data"] != "synthetic":
-        raise UserError(
-            "this run was not trained on the synthetic corpus: name its test set with --data"
-        )
-    return training.load_pairs(settings)[2]
-
-
-def test_images(captioner, data_spec):
-    from zoo import data
-    from zoo.training import loop as training
-
-    if data_spec:
-        return data.read_captions(data_spec).images
-    settings = captioner.config["training"]
-    if settings["data"] != "synthetic":
-        raise UserError(
-            "this run was not trained on the synthetic images: name its test set with --data"
-        )
-    return training.load_caption_splits(settings)[2]
-
-
 def evaluate_captioner(captioner, args):
-    examples = test_images(captioner, args.data)[: args.limit]
+    examples = CAPTIONING.test_examples(captioner.config, args.data)[: args.limit]
     result = captioner.evaluate(examples, beam=args.beam, length_penalty=args.length_penalty)
     for name, value in result["scores"].items():
         print(f"{name}: {value:.2f}" if isinstance(value, float) else f"{name}: {value}")
@@ -271,18 +246,24 @@ def evaluate_captioner(captioner, args):
 
 def command_evaluate(args):
     import zoo
-    from zoo.evaluation import bleu as evaluation
 
     check_run_directory(args.run_dir)  # before TensorFlow loads: a quick, quiet error
     run = zoo.load(args.run_dir)
-    if run.config.get("task") == "captioning":
-        return evaluate_captioner(run, args)
-    translator = run
-    pairs = test_pairs(translator, args.data)[: args.limit]
+    EVALUATIONS[task_for(run.config)](run, args)
+
+
+def evaluate_translator(translator, args):
+    from zoo.evaluation import bleu as evaluation
+
+    pairs = TRANSLATION.test_examples(translator.config, args.data)[: args.limit]
     result = translator.evaluate(pairs, beam=args.beam, length_penalty=args.length_penalty)
     print(result["bleu"])
     print()
     print(evaluation.format_bleu_table({translator.config["preset"]: result["by_length"]}))
+
+
+# What `zoo evaluate` prints for a run of each task.
+EVALUATIONS = {TRANSLATION: evaluate_translator, CAPTIONING: evaluate_captioner}
 
 
 def command_translate(args):
@@ -291,8 +272,7 @@ def command_translate(args):
 
     check_run_directory(args.run_dir)
     translator = zoo.load(args.run_dir)
-    if translator.config.get("task") == "captioning":
-        raise UserError(f"{args.run_dir!r} is a captioning run: use `zoo caption`")
+    refuse_other_task(translator, args, "translate")
     if args.plot:
         plots.prepare_output(args.plot)  # a bad path fails before decoding
     translations = translator.translate(
@@ -308,14 +288,20 @@ def command_translate(args):
         print(f"alignment: {path}", file=sys.stderr)
 
 
+def refuse_other_task(run, args, command):
+    """Refuses a run that `zoo COMMAND` does not decode, naming the one that does."""
+    task = task_for(run.config)
+    if task.command != command:
+        raise UserError(f"{args.run_dir!r} is a {task.name} run: use `zoo {task.command}`")
+
+
 def command_caption(args):
     import zoo
     from zoo.evaluation import plots
 
     check_run_directory(args.run_dir)
     captioner = zoo.load(args.run_dir)
-    if captioner.config.get("task") != "captioning":
-        raise UserError(f"{args.run_dir!r} is a translation run: use `zoo translate`")
+    refuse_other_task(captioner, args, "caption")
     if args.plot:
         plots.prepare_output(args.plot)  # a bad path fails before decoding
     captions = captioner.caption_files(

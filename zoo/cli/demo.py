@@ -10,11 +10,12 @@ saves the alignment heat map of a long test sentence and keeps both runs.
 import time
 from pathlib import Path
 
+import zoo
 from zoo.evaluation import bleu as evaluation
 from zoo.evaluation import plots
 from zoo import registry
 from zoo.training import loop as training
-from zoo.inference import translator as translators
+from zoo.tasks import TRANSLATION
 
 PRESETS = ("rnnencdec_small", "rnnsearch_small")
 
@@ -39,8 +40,8 @@ def run(out="runs/demo", presets=PRESETS, epochs=None, train_size=None, verbose=
             verbose=verbose,
             evaluate_test=False,
         )
-        translator = translators.load(run_dir)
-        test_pairs = training.load_pairs(translator.config["training"])[2]
+        translator = zoo.load(run_dir)
+        test_pairs = TRANSLATION.load_splits(translator.config["training"])[2]
         results[preset] = translator.evaluate(test_pairs)
         print(f"{preset}: {results[preset]['bleu']}", flush=True)
 

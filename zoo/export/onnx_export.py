@@ -57,9 +57,10 @@ from tf2onnx.graph_builder import GraphBuilder
 from tf2onnx.handler import tf_op
 
 import zoo
-from zoo import registry
 from zoo import runs
 from zoo.errors import ZooUserError
+from zoo.tasks import check_run_directory
+from zoo.tasks import task_for
 from zoo.export.onnx_format import DECODER_STEP
 from zoo.export.onnx_format import ENCODER
 from zoo.export.onnx_format import MANIFEST
@@ -100,21 +101,19 @@ def export_onnx(run_dir, out, overwrite=False, opset=OPSET):
         OnnxExportError: `out` exists and is not empty (without
             `overwrite`), or the model's dtype policy cannot be exported.
     """
-    run_dir = runs.check_run_directory(run_dir)
+    run_dir = check_run_directory(run_dir)
     out = Path(out)
     _check_output(out, overwrite)
     config = runs.read_json(run_dir / runs.CONFIG)
     model = zoo.load(run_dir).model
     check_exportable_policy(model)
-    task = registry.task_of(config["recipe"])
+    task = task_for(config)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = _new_sibling(out, "tmp")
     try:
         graphs = convert_model(model, staging, opset=opset)
-        vocabularies = {"target": runs.TARGET_VOCABULARY}
-        if task == "translation":
-            vocabularies["source"] = runs.SOURCE_VOCABULARY
+        vocabularies = task.vocabularies
         for name in vocabularies.values():
             shutil.copyfile(run_dir / name, staging / name)
         runs.write_json(
@@ -236,7 +235,7 @@ def _manifest(model, task, config, graphs, vocabularies, opset):
         "format": MANIFEST_FORMAT,
         "version": MANIFEST_VERSION,
         "opset": opset,
-        "task": task,
+        "task": task.name,
         "preset": config.get("preset"),
         "recipe": config["recipe"],
         "vocabularies": vocabularies,

@@ -33,6 +33,9 @@ import onnxruntime
 from zoo.export import onnx_format
 from zoo.inference.captioner import Captioner
 from zoo.errors import ZooUserError
+from zoo.tasks import CAPTIONING
+from zoo.tasks import TRANSLATION
+from zoo.tasks import task_for
 from zoo.recipes import contract
 from zoo.recipes import decoding
 from zoo.inference.translator import Translator
@@ -341,6 +344,10 @@ class OnnxCaptioner(Captioner):
         return self._searches[key]
 
 
+# Each task's ONNX inference wrapper.
+RUNNERS = {TRANSLATION: OnnxTranslator, CAPTIONING: OnnxCaptioner}
+
+
 def load(folder, providers=None, session_options=None):
     """An export folder as an `OnnxTranslator` or an `OnnxCaptioner`.
 
@@ -361,8 +368,5 @@ def load(folder, providers=None, session_options=None):
         role: TextTokenizer.load(model.folder / name)
         for role, name in manifest["vocabularies"].items()
     }
-    if manifest["task"] == "captioning":
-        return OnnxCaptioner(model, vocabularies["target"], manifest["config"])
-    return OnnxTranslator(
-        model, vocabularies["source"], vocabularies["target"], manifest["config"]
-    )
+    task = task_for(manifest)
+    return task.open(model, vocabularies, manifest["config"], wrapper=RUNNERS[task])

@@ -71,6 +71,10 @@ import zoo
 from zoo import runs
 from zoo.data.caption_pipeline import decode_image_bytes
 from zoo.errors import ZooUserError
+from zoo.tasks import CAPTIONING
+from zoo.tasks import TRANSLATION
+from zoo.tasks import check_run_directory
+from zoo.tasks import task_for
 from zoo.inference.translator import SOURCE_WIDTH_MULTIPLE
 from zoo.inference.translator import compiled_search
 
@@ -116,7 +120,7 @@ def export_saved_model(
             bad option, or a model whose dtype policy can't be exported.
         zoo.runs.RunDirectoryError: `run_dir` is missing or incomplete.
     """
-    run_dir = runs.check_run_directory(run_dir)
+    run_dir = check_run_directory(run_dir)
     out = Path(out)
     _check_output(out, overwrite)
     _check_options(beam, length_penalty, max_input_length)
@@ -126,10 +130,7 @@ def export_saved_model(
     run = zoo.load(run_dir)
     archive = keras.export.ExportArchive()
     archive.track(run.model)
-    if run.config.get("task") == "captioning":
-        _add_captioning_endpoints(archive, run, beam, length_penalty)
-    else:
-        _add_translation_endpoints(archive, run, beam, length_penalty, max_input_length)
+    ENDPOINTS[task_for(run.config)](archive, run, beam, length_penalty, max_input_length)
     out.parent.mkdir(parents=True, exist_ok=True)
     temporary = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     # mkdtemp makes the folder private (0700); a model server usually runs
@@ -284,7 +285,7 @@ def _add_translation_endpoints(archive, translator, beam, length_penalty, max_in
     _add_logits_endpoint(archive, model)
 
 
-def _add_captioning_endpoints(archive, captioner, beam, length_penalty):
+def _add_captioning_endpoints(archive, captioner, beam, length_penalty, max_input_length):
     model = captioner.model
     size = model.image_size
     search = compiled_search(model, beam, length_penalty, max_length=captioner.max_caption_length)
@@ -302,6 +303,11 @@ def _add_captioning_endpoints(archive, captioner, beam, length_penalty):
         "caption", caption, input_signature=[tf.TensorSpec([None], tf.string, name="images")]
     )
     _add_logits_endpoint(archive, model)
+
+
+# Each task's serving signatures (a captioning export reads images, whose
+# size is the model's, so it has no input length to bound).
+ENDPOINTS = {TRANSLATION: _add_translation_endpoints, CAPTIONING: _add_captioning_endpoints}
 
 
 def _add_logits_endpoint(archive, model):

@@ -6,10 +6,8 @@ import keras
 import numpy as np
 
 from zoo.evaluation import caption_metrics
-from zoo import runs
 from zoo.recipes import decoding
 from zoo.recipes.contract import EOS_TOKEN
-from zoo.inference.translator import build_model
 from zoo.inference.translator import compiled_search
 
 
@@ -157,19 +155,3 @@ class Captioner:
                 self.image_size,
             )
         return {"scores": scores, "localisation": localisation, "captions": captions}
-
-
-def load(run_dir, config=None):
-    """Reopens a captioning run directory written by `zoo train`."""
-    from zoo.data import TextTokenizer  # TensorFlow-based: loaded only here
-
-    run_dir = runs.check_run_directory(run_dir)
-    config = config or runs.read_json(run_dir / runs.CONFIG)
-    model = build_model(config)
-    try:
-        model.load_weights(run_dir / runs.WEIGHTS)
-    except (OSError, ValueError) as error:
-        raise runs.RunDirectoryError(
-            f"cannot load the weights in {run_dir / runs.WEIGHTS}: {error}"
-        ) from None
-    return Captioner(model, TextTokenizer.load(run_dir / runs.TARGET_VOCABULARY), config)

@@ -6,8 +6,6 @@ import keras
 import numpy as np
 
 from zoo.evaluation import bleu as evaluation
-from zoo import registry
-from zoo import runs
 from zoo.recipes import decoding
 
 # A batch's sources are padded to a multiple of this width, so that a
@@ -184,31 +182,3 @@ def compile_inference(function):
 
         return jax.jit(function)
     return function
-
-
-def build_model(config):
-    """The model of a run's config, built, with random weights."""
-    model = registry.recipe_class(config["recipe"])(**config["model"])
-    model.build()
-    return model
-
-
-def load(run_dir):
-    """Reopens a run directory written by `zoo train` as a `Translator`."""
-    from zoo.data import TextTokenizer  # TensorFlow-based: loaded only here
-
-    run_dir = runs.check_run_directory(run_dir)
-    config = runs.read_json(run_dir / runs.CONFIG)
-    model = build_model(config)
-    try:
-        model.load_weights(run_dir / runs.WEIGHTS)
-    except (OSError, ValueError) as error:
-        raise runs.RunDirectoryError(
-            f"cannot load the weights in {run_dir / runs.WEIGHTS}: {error}"
-        ) from None
-    return Translator(
-        model,
-        TextTokenizer.load(run_dir / runs.SOURCE_VOCABULARY),
-        TextTokenizer.load(run_dir / runs.TARGET_VOCABULARY),
-        config,
-    )

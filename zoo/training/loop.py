@@ -13,11 +13,11 @@ import keras
 import numpy as np
 
 from zoo.training import checkpoints
-from zoo import data
 from zoo.training import distributed
 from zoo import registry
 from zoo import runs
 from zoo.errors import ZooUserError
+from zoo.tasks import task_for
 from zoo.recipes.seq2seq import default_jit_compile
 
 
@@ -26,54 +26,6 @@ logger = logging.getLogger(__name__)
 
 class TrainingError(ZooUserError):
     """A training request that can't be carried out (bad option, run exists)."""
-
-
-def load_pairs(training):
-    """(train, valid, test) pairs for a preset's training settings.
-
-    `training["data"]` is "synthetic" (the embedded corpus) or a corpus spec
-    for `zoo.data.read_corpus`; from a real corpus the last `valid_size`
-    pairs are held out for validation and there is no test split (evaluate
-    with `zoo evaluate DIR --data TEST`).
-    """
-    if training["data"] == "synthetic":
-        splits = data.synthetic_splits(
-            training["train_size"],
-            training["valid_size"],
-            training["test_size"],
-            seed=training.get("seed", 0),
-        )
-        return splits["train"], splits["valid"], splits["test"]
-    return _hold_out_validation(data.read_corpus(training["data"]).pairs, training)
-
-
-def load_caption_splits(training):
-    """(train, valid, test) lists for a captioning preset's training settings.
-
-    Synthetic data gives `zoo.data.captions.CaptionExample`s (images in
-    memory, with their objects' boxes); a real corpus spec
-    (`zoo.data.read_captions`) gives `CaptionImage`s (image files), split as
-    in `load_pairs`. `train_size` counts images.
-    """
-    if training["data"] == "synthetic":
-        splits = data.synthetic_caption_splits(
-            training["train_size"],
-            training["valid_size"],
-            training["test_size"],
-            seed=training.get("seed", 0),
-            image_size=training["image_size"],
-        )
-        return splits["train"], splits["valid"], splits["test"]
-    return _hold_out_validation(data.read_captions(training["data"]).images, training)
-
-
-def _hold_out_validation(examples, training):
-    """A real corpus: the last `valid_size` examples (at most a tenth) for
-    validation, at most `train_size` before them for training, no test."""
-    valid_size = min(training.get("valid_size", 500), len(examples) // 10)
-    if training.get("train_size"):
-        examples = examples[: training["train_size"] + valid_size]
-    return examples[: len(examples) - valid_size], examples[len(examples) - valid_size :], []
 
 
 def learning_rate_schedule(training, batches_per_epoch):
@@ -161,25 +113,21 @@ def write_untrained_run(
     Returns:
         The run directory, a `Path`.
     """
-    from zoo.inference.translator import build_model
+    from zoo.inference.loading import build_model
 
     settings = registry.get_preset(preset)
-    task = registry.task_of(settings["recipe"])
+    task = task_for(settings)
     out = Path(out)
     out.mkdir(parents=True)
-    model = {
-        **settings["model"],
-        **(model_overrides or {}),
-        "target_vocabulary_size": target_tokenizer.vocabulary_size,
-    }
-    target_tokenizer.save(out / runs.TARGET_VOCABULARY)
-    if task == "translation":
-        source_tokenizer.save(out / runs.SOURCE_VOCABULARY)
-        model["source_vocabulary_size"] = source_tokenizer.vocabulary_size
+    model = {**settings["model"], **(model_overrides or {})}
+    tokenizers = {"source": source_tokenizer, "target": target_tokenizer}
+    for role, name in task.vocabularies.items():
+        tokenizers[role].save(out / name)
+        model[f"{role}_vocabulary_size"] = tokenizers[role].vocabulary_size
     config = {
         "preset": preset,
         "recipe": settings["recipe"],
-        "task": task,
+        "task": task.name,
         "model": model,
         "training": {**settings["training"], **(training_overrides or {})},
     }
@@ -190,133 +138,6 @@ def write_untrained_run(
 
 def _count_target_tokens(dataset):
     return int(sum(np.count_nonzero(targets) for _, targets in dataset.as_numpy_iterator()))
-
-
-class _TaskData:
-    """What training needs from a task (translation or captioning)."""
-
-    def __init__(self, train_data, valid_data, vocabularies, examples, evaluate):
-        # epochs (a range, or None for one) -> tf.data of ({inputs}, target_out)
-        # batches; see `zoo.data.pipeline.epoch_batches`.
-        self.train_data = train_data
-        self.valid_data = valid_data
-        self.vocabularies = vocabularies  # model config entries
-        self.examples = examples  # {"train_pairs": N} or {"train_images": N, ...}
-        self.evaluate = evaluate  # (model, config) -> metrics dict, or None
-
-
-def _tokenizer(path, sentences, training):
-    """The run's tokenizer at `path`: learned from `sentences` and saved, or
-    reloaded when a resumed run saved it already (the same either way)."""
-    if path.is_file():
-        return data.TextTokenizer.load(path)
-    tokenizer = data.TextTokenizer.train(sentences, training["vocabulary_size"])
-    tokenizer.save(path)
-    return tokenizer
-
-
-def _translation_data(training, splits, out, drop_remainder=False, fixed_shapes=False):
-    train_pairs, valid_pairs, test_pairs = splits
-    source_tokenizer = _tokenizer(
-        out / runs.SOURCE_VOCABULARY, [s for s, _ in train_pairs], training
-    )
-    target_tokenizer = _tokenizer(
-        out / runs.TARGET_VOCABULARY, [t for _, t in train_pairs], training
-    )
-
-    def encode(pairs):
-        # Once per split: a training asks for its batches several times (to
-        # count them, for each `fit`, to count the tokens).
-        return data.encode_pairs(
-            pairs,
-            source_tokenizer,
-            target_tokenizer,
-            max_source_length=training["max_length"],
-            max_target_length=training["max_length"],
-        )
-
-    def dataset(encoded, shuffle, epochs=None):
-        return data.make_translation_dataset(
-            encoded,
-            source_tokenizer,
-            target_tokenizer,
-            batch_size=training["batch_size"],
-            shuffle=shuffle,
-            seed=training.get("seed", 0),
-            epochs=epochs,
-            drop_remainder=drop_remainder,
-            pad_to_bucket_boundary=fixed_shapes,
-        )
-
-    def evaluate(model, config):
-        from zoo.inference.translator import Translator
-
-        translator = Translator(model, source_tokenizer, target_tokenizer, config)
-        result = translator.evaluate(test_pairs)
-        return {
-            "test_bleu": result["bleu"].score,
-            "test_bleu_signature": result["bleu"].signature,
-        }
-
-    return _TaskData(
-        functools.partial(dataset, encode(train_pairs), True),
-        dataset(encode(valid_pairs), shuffle=False) if valid_pairs else None,
-        {
-            "source_vocabulary_size": source_tokenizer.vocabulary_size,
-            "target_vocabulary_size": target_tokenizer.vocabulary_size,
-        },
-        {"train_pairs": len(train_pairs)},
-        evaluate if test_pairs else None,
-    )
-
-
-def _captioning_data(training, splits, out, drop_remainder=False, fixed_shapes=False):
-    from zoo.inference import captioner
-
-    train_images, valid_images, test_images = splits
-    images, captions = captioner.caption_pairs(train_images)
-    tokenizer = _tokenizer(out / runs.TARGET_VOCABULARY, captions, training)
-
-    def dataset(examples, shuffle, epochs=None):
-        images, captions = captioner.caption_pairs(examples)
-        return data.make_caption_dataset(
-            images,
-            captions,
-            tokenizer,
-            image_size=training["image_size"],
-            batch_size=training["batch_size"],
-            shuffle=shuffle,
-            seed=training.get("seed", 0),
-            max_caption_length=training["max_length"],
-            epochs=epochs,
-            drop_remainder=drop_remainder,
-            pad_to_max_length=fixed_shapes,
-        )
-
-    def evaluate(model, config):
-        result = captioner.Captioner(model, tokenizer, config).evaluate(test_images)
-        metrics = {f"test_{name}": value for name, value in result["scores"].items()}
-        if result["localisation"] is not None:
-            metrics.update(
-                {f"test_attention_{k}": v for k, v in result["localisation"].items()}
-            )
-        return metrics
-
-    return _TaskData(
-        functools.partial(dataset, train_images, True),
-        dataset(valid_images, shuffle=False) if valid_images else None,
-        {"target_vocabulary_size": tokenizer.vocabulary_size},
-        {"train_images": len(train_images), "train_pairs": len(captions)},
-        evaluate if test_images else None,
-    )
-
-
-def _task_data_source(task, training):
-    """The splits of `training`'s data, and the function that makes them
-    into `_TaskData` (`_translation_data` or `_captioning_data`)."""
-    if task == "captioning":
-        return load_caption_splits(training), _captioning_data
-    return load_pairs(training), _translation_data
 
 
 def compiled_batch_shapes(preset):
@@ -331,7 +152,7 @@ def compiled_batch_shapes(preset):
     # Presets that share their training settings share the answer: `zoo bench
     # train` asks for every preset, and each answer builds the data anew.
     return _compiled_batch_shapes(
-        registry.task_of(settings["recipe"]), json.dumps(settings["training"], sort_keys=True)
+        task_for(settings), json.dumps(settings["training"], sort_keys=True)
     )
 
 
@@ -340,9 +161,9 @@ def _compiled_batch_shapes(task, training_json):
     import tensorflow as tf
 
     training = json.loads(training_json)
-    splits, prepare_data = _task_data_source(task, training)
+    splits = task.load_splits(training)
     with tempfile.TemporaryDirectory() as folder:
-        epoch = prepare_data(training, splits, Path(folder), fixed_shapes=True).train_data(None)
+        epoch = task.prepare_data(training, splits, Path(folder), fixed_shapes=True).train_data(None)
         shapes = collections.Counter(
             tuple(tuple(tensor.shape) for tensor in tf.nest.flatten(batch)) for batch in epoch
         )
@@ -429,8 +250,8 @@ def train(
     ):
         if value is not None:
             training[key] = value
-    task = registry.task_of(settings["recipe"])
-    splits, prepare_data = _task_data_source(task, training)
+    task = task_for(settings)
+    splits = task.load_splits(training)
     # Every batch the same size, split evenly over the devices, where the
     # strategy needs it (each length bucket's last, smaller batch is then
     # left out of its epoch; the shuffle leaves out other pairs each epoch).
@@ -447,7 +268,7 @@ def train(
     recipe = registry.recipe_class(settings["recipe"])
     jit = training.get("jit_compile")
     jit = default_jit_compile(recipe) if jit is None else jit
-    task_data = prepare_data(
+    task_data = task.prepare_data(
         training,
         splits,
         out,
@@ -467,7 +288,7 @@ def train(
     config = {
         "preset": preset,
         "recipe": settings["recipe"],
-        "task": task,
+        "task": task.name,
         "model": model_config,
         "training": training,
         "backend": keras.backend.backend(),
@@ -524,10 +345,7 @@ def train(
     }
     if checkpoint:
         metrics["resumed_from"] = checkpoint.name
-    if task == "captioning":
-        metrics["images_per_second"] = round(
-            epochs_run * task_data.examples["train_pairs"] / seconds, 1
-        )
+    metrics.update(task.speed_metrics(epochs_run, task_data, seconds))
     if evaluate_test and task_data.evaluate is not None:
         metrics.update(task_data.evaluate(model, config))
     runs.write_json(out / runs.METRICS, metrics)

@@ -14,9 +14,9 @@ import pytest
 from cli_checks import assert_one_line_error
 from cli_checks import run_cli
 
+import zoo
 from zoo.training import checkpoints
 from zoo.training import loop as training
-from zoo.inference import translator
 
 pytestmark = pytest.mark.tensorflow_only  # tf.data training
 
@@ -106,7 +106,7 @@ def checkpoint_names(out):
 @pytest.fixture(scope="module")
 def uninterrupted_weights(tmp_path_factory):
     out = training.train("rnnsearch_small", tmp_path_factory.mktemp("whole") / "run", **KILLABLE)
-    return translator.load(out).model.get_weights()
+    return zoo.load(out).model.get_weights()
 
 
 @pytest.mark.parametrize(
@@ -136,7 +136,7 @@ def test_a_run_killed_and_resumed_ends_bit_for_bit_as_an_uninterrupted_one(
         assert "resumed_from" not in metrics
     else:
         assert metrics["resumed_from"].startswith(resumed_from), metrics["resumed_from"]
-    resumed = translator.load(out).model.get_weights()
+    resumed = zoo.load(out).model.get_weights()
     for expected, actual in zip(uninterrupted_weights, resumed, strict=True):
         np.testing.assert_array_equal(actual, expected)
     history = (out / "history.csv").read_text().splitlines()
