@@ -15,7 +15,7 @@ the ratios are the claims.
 Every call's outputs are converted to numpy before the clock stops, so the
 asynchronous backends (JAX dispatch, TensorFlow's eager executor) are timed
 to completion. Functions are compiled where the backend can (`tf.function`,
-`jax.jit`; torch runs eagerly), as `zoo.inference.translator.compile_inference` does
+`jax.jit`; torch runs eagerly), as `zoo.inference.search_cache.compile_inference` does
 for decoding, and the table says which.
 
 The suites:
@@ -370,7 +370,7 @@ class Runner:
 
 
 def compiled_with():
-    """How `zoo.inference.translator.compile_inference` runs a function on this backend."""
+    """How `zoo.inference.search_cache.compile_inference` runs a function on this backend."""
     import keras
 
     return {"tensorflow": "tf.function", "jax": "jax.jit"}.get(keras.backend.backend(), "eager")
@@ -387,7 +387,7 @@ def gradient_function(forward, variables):
     import keras
     from keras import ops
 
-    from zoo.inference.translator import compile_inference
+    from zoo.inference.search_cache import compile_inference
 
     backend = keras.backend.backend()
     if backend == "tensorflow":
@@ -438,7 +438,7 @@ def bench_layers(runner):
     import keras
 
     from zoo import layers
-    from zoo.inference.translator import compile_inference
+    from zoo.inference.search_cache import compile_inference
 
     def self_attention(layer, **options):
         if isinstance(layer, keras.layers.Attention):
@@ -533,7 +533,7 @@ def _bench_key_projection(runner):
     from keras import ops
 
     from zoo import layers
-    from zoo.inference.translator import compile_inference
+    from zoo.inference.search_cache import compile_inference
 
     size = runner.size
     batch, steps = size.loop_batch, size.loop_steps
@@ -601,7 +601,7 @@ def _bench_key_projection(runner):
 def _bench_searches(runner):
     """Beam search (width 5) against greedy search on rnnsearch_small."""
     from zoo.recipes import decoding
-    from zoo.inference.translator import compile_inference
+    from zoo.inference.search_cache import compile_inference
 
     size = runner.size
     model = _translation_model("rnnsearch_small", size)
@@ -650,7 +650,7 @@ def _bench_cache(runner):
     """One MultiHeadAttention decoding step with the key/value cache against
     recomputing the causal self-attention of the whole prefix."""
     from zoo import layers
-    from zoo.inference.translator import compile_inference
+    from zoo.inference.search_cache import compile_inference
 
     size = runner.size
     batch, depth, heads = size.cache_batch, size.cache_depth, size.num_heads

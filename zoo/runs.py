@@ -15,9 +15,9 @@ temporary name and renamed, so a crash never leaves a half-written one.
 """
 
 import json
-import os
 from pathlib import Path
 
+from zoo import files
 from zoo.errors import ZooUserError
 
 CONFIG = "config.json"
@@ -35,18 +35,14 @@ class RunDirectoryError(ZooUserError):
 
 def write_json(path, data):
     """Writes `data` as JSON atomically (temporary file, then rename)."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(temporary, path)
+    with files.replacing(path) as temporary:
+        temporary.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def save_weights(model, path):
     """`model.save_weights` atomically (Keras wants the `.weights.h5` suffix)."""
-    path = Path(path)
-    temporary = path.with_name(f".tmp-{path.name}")
-    model.save_weights(temporary)
-    os.replace(temporary, path)
+    with files.replacing(path) as temporary:
+        model.save_weights(temporary)
 
 
 def read_json(path):

@@ -28,16 +28,14 @@ from zoo.tasks import CAPTIONING
 from zoo.tasks import TRANSLATION
 from zoo.tasks import check_run_directory
 from zoo.tasks import task_for
+from zoo.training import PRECISIONS
+from zoo.training import STRATEGIES
 
 # Set before TensorFlow is first imported (by zoo.data, lazily): its C++ start-up
 # chatter is not for the user of a command line.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 USER_ERROR = 2
-# zoo.training.distributed.STRATEGIES and PRECISIONS, repeated so that parsing stays
-# free of Keras (test_distributed.py holds the copies equal).
-STRATEGIES = ("auto", "one-device", "mirrored", "multi-worker", "data-parallel")
-PRECISIONS = ("bfloat16", "float16")
 
 
 class UserError(ZooUserError):

@@ -35,9 +35,9 @@ import tensorflow as tf
 
 from zoo.data.caption_readers import ImageError
 from zoo.data.pipeline import epoch_batches
-from zoo.data.tokenizer import BOS_ID
-from zoo.data.tokenizer import EOS_ID
-from zoo.data.tokenizer import PAD_ID
+from zoo.recipes.contract import BOS_ID
+from zoo.recipes.contract import EOS_ID
+from zoo.recipes.contract import PAD_ID
 
 logger = logging.getLogger(__name__)
 

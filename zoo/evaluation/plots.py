@@ -10,15 +10,13 @@ jax or torch.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import pathlib
-import tempfile
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from zoo import files
 from zoo.errors import ZooUserError
 
 # Inches per token along each axis, and the fixed margin for the colour bar
@@ -268,18 +266,5 @@ def prepare_output(path):
 
 
 def _save_atomically(figure, path):
-    descriptor, temporary = tempfile.mkstemp(
-        prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
-    )
-    try:
-        with os.fdopen(descriptor, "wb") as stream:
-            figure.savefig(
-                stream, format="png", bbox_inches="tight", pad_inches=0.1
-            )
-        # mkstemp creates the file private (0600); a plot is meant to be shared.
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
+    with files.replacing(path) as temporary, open(temporary, "wb") as stream:
+        figure.savefig(stream, format="png", bbox_inches="tight", pad_inches=0.1)

@@ -42,9 +42,7 @@ Example:
 >>> export_onnx("runs/rnnsearch_small", "exports/rnnsearch_small")  # doctest: +SKIP
 """
 
-import os
 import shutil
-import uuid
 from pathlib import Path
 
 import keras
@@ -57,6 +55,7 @@ from tf2onnx.graph_builder import GraphBuilder
 from tf2onnx.handler import tf_op
 
 import zoo
+from zoo import files
 from zoo import runs
 from zoo.errors import ZooUserError
 from zoo.tasks import check_run_directory
@@ -103,27 +102,20 @@ def export_onnx(run_dir, out, overwrite=False, opset=OPSET):
     """
     run_dir = check_run_directory(run_dir)
     out = Path(out)
-    _check_output(out, overwrite)
+    files.check_output_folder(out, overwrite, OnnxExportError)
     config = runs.read_json(run_dir / runs.CONFIG)
     model = zoo.load(run_dir).model
     check_exportable_policy(model)
     task = task_for(config)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = _new_sibling(out, "tmp")
-    try:
+    with files.replacing(out, folder=True) as staging:
         graphs = convert_model(model, staging, opset=opset)
-        vocabularies = task.vocabularies
-        for name in vocabularies.values():
+        for name in task.vocabularies.values():
             shutil.copyfile(run_dir / name, staging / name)
         runs.write_json(
             staging / MANIFEST,
-            _manifest(model, task, config, graphs, vocabularies, opset),
+            _manifest(model, task, config, graphs, task.vocabularies, opset),
         )
-        _replace_folder(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return out
 
 
@@ -253,37 +245,6 @@ def _manifest(model, task, config, graphs, vocabularies, opset):
         "config": config,
         **graphs,
     }
-
-
-def _check_output(out, overwrite):
-    if out.is_file() or (out.exists() and not out.is_dir()):
-        raise OnnxExportError(f"cannot export to {str(out)!r}: it exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise OnnxExportError(
-            f"output folder {str(out)!r} already exists and is not empty; "
-            "pass overwrite=True (`--overwrite`) or choose another folder"
-        )
-
-
-def _new_sibling(out, kind):
-    """A new hidden folder next to `out` (same file system, so renames are
-    atomic). Made with `mkdir`, not `tempfile.mkdtemp`, so that the export
-    gets the umask's permissions rather than mkdtemp's owner-only ones."""
-    folder = out.parent / f".{out.name}.{kind}-{uuid.uuid4().hex}"
-    folder.mkdir()
-    return folder
-
-
-def _replace_folder(staging, out):
-    """Renames `staging` to `out`; an existing `out` is first moved aside,
-    so that `out` is at every moment either the old folder or the new one."""
-    if not out.exists():
-        os.replace(staging, out)
-        return
-    retired = _new_sibling(out, "old")
-    os.replace(out, retired / out.name)
-    os.replace(staging, out)
-    shutil.rmtree(retired, ignore_errors=True)
 
 
 # tf2onnx has no handler for XlaDynamicUpdateSlice, the op behind

@@ -39,7 +39,7 @@ from zoo.tasks import task_for
 from zoo.recipes import contract
 from zoo.recipes import decoding
 from zoo.inference.translator import Translator
-from zoo.inference.translator import compiled_search
+from zoo.inference.search_cache import compiled_search
 
 
 class OnnxFolderError(ZooUserError):
@@ -219,7 +219,7 @@ def _log_softmax(logits):
 def onnx_search(model, beam, length_penalty, coverage_penalty=0.0, max_length=None):
     """Greedy (`beam=1`, NumPy) or beam search (`decoding.beam_search`) of an
     `OnnxModel`, as a function of the source batch: the counterpart of
-    `zoo.inference.translator.compiled_search`.
+    `zoo.inference.search_cache.compiled_search`.
 
     On the TensorFlow backend the beam search is compiled by `tf.function`
     around the onnxruntime calls (`_GraphStepModel`); run eagerly, its
@@ -324,24 +324,13 @@ def _with_shape(tensor, signature):
 class OnnxTranslator(Translator):
     """A `Translator` whose model is an `OnnxModel` (see `load`)."""
 
-    def _search(self, beam, length_penalty, coverage_penalty):
-        # Cached per setting, as the parent's: a compiled beam search traces once.
-        key = (beam, length_penalty, coverage_penalty)
-        if key not in self._searches:
-            self._searches[key] = onnx_search(self.model, beam, length_penalty, coverage_penalty)
-        return self._searches[key]
+    make_search = staticmethod(onnx_search)
 
 
 class OnnxCaptioner(Captioner):
     """A `Captioner` whose model is an `OnnxModel` (see `load`)."""
 
-    def _search(self, beam, length_penalty):
-        key = (beam, length_penalty)
-        if key not in self._searches:
-            self._searches[key] = onnx_search(
-                self.model, beam, length_penalty, max_length=self.max_caption_length
-            )
-        return self._searches[key]
+    make_search = staticmethod(onnx_search)
 
 
 # Each task's ONNX inference wrapper.

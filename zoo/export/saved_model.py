@@ -59,15 +59,13 @@ Decoding stops after the step limit of
 limit the request size in the server.
 """
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import keras
 import tensorflow as tf
 
 import zoo
+from zoo import files
 from zoo import runs
 from zoo.data.caption_pipeline import decode_image_bytes
 from zoo.errors import ZooUserError
@@ -76,7 +74,7 @@ from zoo.tasks import TRANSLATION
 from zoo.tasks import check_run_directory
 from zoo.tasks import task_for
 from zoo.inference.translator import SOURCE_WIDTH_MULTIPLE
-from zoo.inference.translator import compiled_search
+from zoo.inference.search_cache import compiled_search
 
 # Before tokenization a sentence is cut to this many characters per word
 # piece allowed; a piece is at least one character, so this keeps every
@@ -122,7 +120,7 @@ def export_saved_model(
     """
     run_dir = check_run_directory(run_dir)
     out = Path(out)
-    _check_output(out, overwrite)
+    files.check_output_folder(out, overwrite, ExportError)
     _check_options(beam, length_penalty, max_input_length)
     # Before loading: a show_attend_tell model can't even be built under
     # some policies (see `check_dtype_policy`).
@@ -131,16 +129,8 @@ def export_saved_model(
     archive = keras.export.ExportArchive()
     archive.track(run.model)
     ENDPOINTS[task_for(run.config)](archive, run, beam, length_penalty, max_input_length)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    temporary = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    # mkdtemp makes the folder private (0700); a model server usually runs
-    # as another user, so give it the permissions of an ordinary folder.
-    temporary.chmod(0o755)
-    try:
+    with files.replacing(out, folder=True) as temporary:
         archive.write_out(temporary, verbose=False)
-        _replace(temporary, out)
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
     return out
 
 
@@ -194,16 +184,6 @@ def check_dtype_policy(config):
         )
 
 
-def _check_output(out, overwrite):
-    if out.exists() and not out.is_dir():
-        raise ExportError(f"output {str(out)!r} exists and is not a folder; choose another --out")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise ExportError(
-            f"output {str(out)!r} already exists and is not empty; "
-            "choose another --out or pass --overwrite"
-        )
-
-
 def _check_options(beam, length_penalty, max_input_length):
     if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1:
         raise ExportError(f"beam must be an int >= 1; received {beam!r}")
@@ -215,18 +195,6 @@ def _check_options(beam, length_penalty, max_input_length):
         raise ExportError(
             f"max_input_length must be an int >= 1; received {max_input_length!r}"
         )
-
-
-def _replace(temporary, out):
-    """Renames `temporary` to `out`; an old `out` is removed only after."""
-    if not out.exists():
-        os.replace(temporary, out)
-        return
-    old = out.with_name(f".{out.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    os.replace(out, old)
-    os.replace(temporary, out)
-    shutil.rmtree(old)
 
 
 def _input_limit(translator, max_input_length):

@@ -8,7 +8,7 @@ import numpy as np
 from zoo.evaluation import caption_metrics
 from zoo.recipes import decoding
 from zoo.recipes.contract import EOS_TOKEN
-from zoo.inference.translator import compiled_search
+from zoo.inference.search_cache import SearchCache
 
 
 @dataclass
@@ -44,7 +44,7 @@ def caption_pairs(examples):
     return [example.image_path for example in examples for _ in example.captions], captions
 
 
-class Captioner:
+class Captioner(SearchCache):
     """A captioning model, its caption tokenizer and its run configuration.
 
     Args:
@@ -69,12 +69,7 @@ class Captioner:
         return self.config.get("training", {}).get("max_length")
 
     def _search(self, beam, length_penalty):
-        key = (beam, length_penalty)
-        if key not in self._searches:
-            self._searches[key] = compiled_search(
-                self.model, beam, length_penalty, max_length=self.max_caption_length
-            )
-        return self._searches[key]
+        return self.cached_search(beam, length_penalty, max_length=self.max_caption_length)
 
     def _as_batch(self, images):
         images = np.asarray(images)

@@ -6,6 +6,7 @@ import keras
 import numpy as np
 
 from zoo.evaluation import bleu as evaluation
+from zoo.inference.search_cache import SearchCache
 from zoo.recipes import decoding
 
 # A batch's sources are padded to a multiple of this width, so that a
@@ -35,7 +36,7 @@ class Translation:
     score: float
 
 
-class Translator:
+class Translator(SearchCache):
     """A translation model, its tokenizers and its run configuration.
 
     Args:
@@ -55,21 +56,15 @@ class Translator:
     def max_source_length(self):
         return self.config.get("training", {}).get("max_length")
 
+    def _search(self, beam, length_penalty, coverage_penalty):
+        return self.cached_search(beam, length_penalty, coverage_penalty)
+
     def _encode_sources(self, sentences):
         ids = self.source_tokenizer.encode(list(sentences))
         limit = self.max_source_length
         if limit:
             ids = [sentence[:limit] for sentence in ids]
         return [sentence or [self.model.eos_id] for sentence in ids]
-
-    def _search(self, beam, length_penalty, coverage_penalty):
-        """The search as one compiled function of the source, cached per setting."""
-        key = (beam, length_penalty, coverage_penalty)
-        if key not in self._searches:
-            self._searches[key] = compiled_search(
-                self.model, beam, length_penalty, coverage_penalty
-            )
-        return self._searches[key]
 
     def _decode_batch(self, source_ids, beam, length_penalty, coverage_penalty):
         longest = max(len(s) for s in source_ids)
@@ -141,44 +136,3 @@ class Translator:
             "by_length": evaluation.bleu_by_length(sources, hypotheses, references, **options),
             "hypotheses": hypotheses,
         }
-
-
-def compiled_search(model, beam, length_penalty, coverage_penalty=0.0, max_length=None):
-    """Greedy (`beam=1`) or beam search of `model`, compiled as one function
-    of the source batch (see `compile_inference`)."""
-    if beam > 1:
-
-        def search(source):
-            return decoding.beam_search(
-                model,
-                source,
-                beam_width=beam,
-                length_penalty=length_penalty,
-                coverage_penalty=coverage_penalty,
-                max_length=max_length,
-            )
-
-    else:
-
-        def search(source):
-            return decoding.greedy_search(model, source, max_length=max_length)
-
-    return compile_inference(search)
-
-
-def compile_inference(function):
-    """`function` compiled to one graph where the backend can (TF, JAX).
-
-    Decoding is a `while_loop` of small steps: run eagerly, each step pays
-    Python and dispatch overhead; compiled, the loop runs in the runtime.
-    """
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return tf.function(function, reduce_retracing=True)
-    if backend == "jax":
-        import jax
-
-        return jax.jit(function)
-    return function

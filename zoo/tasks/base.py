@@ -39,10 +39,23 @@ class Task:
         return (runs.CONFIG, *self.vocabularies.values(), runs.WEIGHTS)
 
     def load_splits(self, training):
-        """(train, valid, test) examples for a preset's training settings."""
+        """(train, valid, test) examples for a preset's training settings.
+
+        `training["data"]` is "synthetic" (the embedded data) or a corpus
+        spec; from a real corpus the last `valid_size` examples are held out
+        for validation and there is no test split (evaluate with `zoo
+        evaluate DIR --data TEST`).
+        """
+        if training["data"] == "synthetic":
+            splits = self.synthetic_splits(training)
+            return splits["train"], splits["valid"], splits["test"]
+        return hold_out_validation(self.read_examples(training["data"]), training)
+
+    def synthetic_splits(self, training):
+        """{"train", "valid", "test"}: the embedded data's splits."""
         raise NotImplementedError
 
-    def read_test_set(self, data_spec):
+    def read_examples(self, data_spec):
         """The examples of the corpus spec `data_spec`."""
         raise NotImplementedError
 
@@ -69,7 +82,7 @@ class Task:
         """The test set `zoo evaluate` scores a run on: `data_spec`'s corpus,
         else the synthetic test split the run was trained beside."""
         if data_spec:
-            return self.read_test_set(data_spec)
+            return self.read_examples(data_spec)
         settings = config["training"]
         if settings["data"] != "synthetic":
             raise ZooUserError(

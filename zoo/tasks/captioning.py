@@ -5,7 +5,6 @@ import functools
 from zoo import runs
 from zoo.tasks.base import Task
 from zoo.tasks.base import TaskData
-from zoo.tasks.base import hold_out_validation
 from zoo.tasks.base import run_tokenizer
 
 
@@ -15,28 +14,18 @@ class Captioning(Task):
     vocabularies = {"target": runs.TARGET_VOCABULARY}
     synthetic_data = "images"
 
-    def load_splits(self, training):
-        """(train, valid, test) lists for a captioning preset's training settings.
-
-        Synthetic data gives `zoo.data.captions.CaptionExample`s (images in
-        memory, with their objects' boxes); a real corpus spec
-        (`zoo.data.read_captions`) gives `CaptionImage`s (image files), split as
-        translation's pairs are. `train_size` counts images.
-        """
+    def synthetic_splits(self, training):
+        """`zoo.data.captions.CaptionExample`s: images in memory, with their
+        objects' boxes. `train_size` counts images."""
         from zoo import data
 
-        if training["data"] == "synthetic":
-            splits = data.synthetic_caption_splits(
-                training["train_size"],
-                training["valid_size"],
-                training["test_size"],
-                seed=training.get("seed", 0),
-                image_size=training["image_size"],
-            )
-            return splits["train"], splits["valid"], splits["test"]
-        return hold_out_validation(data.read_captions(training["data"]).images, training)
+        sizes = (training["train_size"], training["valid_size"], training["test_size"])
+        return data.synthetic_caption_splits(
+            *sizes, seed=training.get("seed", 0), image_size=training["image_size"]
+        )
 
-    def read_test_set(self, data_spec):
+    def read_examples(self, data_spec):
+        """The `CaptionImage`s (image files) of a corpus spec (`zoo.data.read_captions`)."""
         from zoo import data
 
         return data.read_captions(data_spec).images

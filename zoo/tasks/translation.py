@@ -5,7 +5,6 @@ import functools
 from zoo import runs
 from zoo.tasks.base import Task
 from zoo.tasks.base import TaskData
-from zoo.tasks.base import hold_out_validation
 from zoo.tasks.base import run_tokenizer
 
 
@@ -15,27 +14,15 @@ class Translation(Task):
     vocabularies = {"source": runs.SOURCE_VOCABULARY, "target": runs.TARGET_VOCABULARY}
     synthetic_data = "corpus"
 
-    def load_splits(self, training):
-        """(train, valid, test) pairs for a preset's training settings.
-
-        `training["data"]` is "synthetic" (the embedded corpus) or a corpus spec
-        for `zoo.data.read_corpus`; from a real corpus the last `valid_size`
-        pairs are held out for validation and there is no test split (evaluate
-        with `zoo evaluate DIR --data TEST`).
-        """
+    def synthetic_splits(self, training):
+        """The embedded corpus's pairs."""
         from zoo import data
 
-        if training["data"] == "synthetic":
-            splits = data.synthetic_splits(
-                training["train_size"],
-                training["valid_size"],
-                training["test_size"],
-                seed=training.get("seed", 0),
-            )
-            return splits["train"], splits["valid"], splits["test"]
-        return hold_out_validation(data.read_corpus(training["data"]).pairs, training)
+        sizes = (training["train_size"], training["valid_size"], training["test_size"])
+        return data.synthetic_splits(*sizes, seed=training.get("seed", 0))
 
-    def read_test_set(self, data_spec):
+    def read_examples(self, data_spec):
+        """The (source, target) pairs of a corpus spec (`zoo.data.read_corpus`)."""
         from zoo import data
 
         return data.read_corpus(data_spec).pairs

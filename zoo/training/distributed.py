@@ -40,9 +40,8 @@ import keras
 from keras import ops
 
 from zoo.errors import ZooUserError
-
-STRATEGIES = ("auto", "one-device", "mirrored", "multi-worker", "data-parallel")
-PRECISIONS = ("bfloat16", "float16")
+from zoo.training import PRECISIONS
+from zoo.training import STRATEGIES
 _BACKEND_OF_STRATEGY = {
     "mirrored": "tensorflow",
     "multi-worker": "tensorflow",
