@@ -6,6 +6,7 @@ import keras
 import numpy as np
 
 from zoo.evaluation import caption_metrics
+from zoo.evaluation.localisation import attention_localisation
 from zoo.recipes import decoding
 from zoo.recipes.contract import EOS_TOKEN
 from zoo.inference.search_cache import SearchCache
@@ -130,7 +131,7 @@ class Captioner(SearchCache):
         Returns a dict: `scores` (BLEU-1..4, CIDEr-D and METEOR or why it
         was skipped, see `zoo.evaluation.caption_metrics.caption_scores`),
         `localisation` (synthetic examples with `.objects` only, see
-        `zoo.evaluation.caption_metrics.attention_localisation`, else None) and
+        `zoo.evaluation.localisation.attention_localisation`, else None) and
         `captions` (the `Caption` of each example).
         """
         if hasattr(examples[0], "image"):
@@ -143,7 +144,7 @@ class Captioner(SearchCache):
         scores = caption_metrics.caption_scores([c.text for c in captions], references)
         localisation = None
         if hasattr(examples[0], "objects"):
-            localisation = caption_metrics.attention_localisation(
+            localisation = attention_localisation(
                 [c.words_without_eos for c in captions],
                 [c.attention[: len(c.words_without_eos)] for c in captions],
                 [e.objects for e in examples],

@@ -1,5 +1,8 @@
 """Training on several devices or machines, and in mixed precision.
 
+Over 500 lines: `fit`, its own loop for multi-worker and the loss share the
+replica bookkeeping, and split apart they would import each other.
+
     strategy = make_strategy("mirrored")
     with precision_policy("bfloat16"), strategy_scope(strategy):
         model = ...

@@ -12,13 +12,13 @@ from sacrebleu.metrics import BLEU
 
 from zoo.evaluation import caption_metrics
 from zoo.evaluation.caption_metrics import MeteorUnavailable
-from zoo.evaluation.caption_metrics import WordLocalisation
-from zoo.evaluation.caption_metrics import attention_localisation
+from zoo.evaluation.localisation import WordLocalisation
+from zoo.evaluation.localisation import attention_localisation
 from zoo.evaluation.caption_metrics import caption_bleu
 from zoo.evaluation.caption_metrics import caption_scores
 from zoo.evaluation.caption_metrics import cider_d
 from zoo.evaluation.caption_metrics import meteor
-from zoo.evaluation.caption_metrics import word_localisation
+from zoo.evaluation.localisation import word_localisation
 
 REFERENCES = [
     [
