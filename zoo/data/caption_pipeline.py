@@ -19,7 +19,7 @@ each, or as file paths (a real corpus), read and decoded inside `tf.data`
 
 A file that cannot be decoded would stop training mid-epoch, so before
 building the dataset every distinct file is decoded once, in parallel
-(`find_unreadable_images`; about 3 ms per 500x375 JPEG on one core). The
+(`find_unreadable_images`, cheap beside an epoch of training). The
 captions of unreadable images are left out, and their number is logged as
 a warning.
 """

@@ -175,11 +175,9 @@ class TextTokenizer:
 
         Uses keras-nlp's `compute_word_piece_vocabulary` (the tensorflow-text
         learner). It keeps pieces seen at least 10 times, so a small corpus
-        gives fewer than `vocabulary_size` tokens (Multi30k's 29k German
-        sentences give about 3,500). Learning is slow pure Python, slowest
-        when `vocabulary_size` is more than the corpus gives (about two
-        minutes for Multi30k German, asking 8,000, on a busy 2-core
-        machine): save the result with the run and `load` it.
+        gives fewer than `vocabulary_size` tokens. Learning is slow pure
+        Python, slowest when `vocabulary_size` is more than the corpus
+        gives: save the result with the run and `load` it.
 
         Args:
             sentences: iterable of str, the training sentences of one

@@ -68,8 +68,8 @@ from zoo.export.onnx_format import MANIFEST_VERSION
 from zoo.export.onnx_format import NEW_STATE_PREFIX
 from zoo.recipes.contract import carried_state_keys
 
-# tf2onnx's preferred opset (`tf2onnx.constants.PREFERRED_OPSET`, 15 in
-# 1.17): the one its own tests cover. onnxruntime has run it since 1.10.
+# tf2onnx's preferred opset (`tf2onnx.constants.PREFERRED_OPSET` of the
+# pinned tf2onnx): the one its own tests cover, and one onnxruntime runs.
 OPSET = 15
 # Compute dtypes whose graphs convert but do not load in onnxruntime (see
 # `check_exportable_policy`).
@@ -122,12 +122,12 @@ def export_onnx(run_dir, out, overwrite=False, opset=OPSET):
 def check_exportable_policy(model):
     """Refuses a model whose layers compute in a dtype onnxruntime can't load.
 
-    Measured with tf2onnx 1.17 and onnxruntime 1.32 on every recipe:
-    `mixed_bfloat16` graphs convert, but onnxruntime rejects them on loading
-    (it has no bfloat16 kernel for ReverseSequence, Conv, or Gemm mixing
-    bfloat16 and float16). `float32`, `mixed_float16` and `float16` export
-    and run (float16 logits are float16-rounded, about 1e-3 from Keras').
-    (`float64` and `bfloat16` do not build on TensorFlow's CPU kernels.)
+    `mixed_bfloat16` graphs convert, but onnxruntime rejects them on
+    loading, for want of bfloat16 kernels for some of their ops (such as
+    ReverseSequence, Conv, or Gemm mixing bfloat16 and float16); `float32`,
+    `mixed_float16` and `float16` export and run, float16 logits rounded to
+    float16. (`float64` and `bfloat16` do not build on TensorFlow's CPU
+    kernels.)
 
     Args:
         model: a built recipe model.

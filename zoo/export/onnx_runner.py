@@ -118,9 +118,7 @@ def default_session_options():
 
     A decoding step is many small ops driven from a Python loop, and
     onnxruntime's worker threads spin between ops by default, taking the
-    cores from that loop (and from anything else on the machine). Measured
-    on 2 shared cores, rnnsearch_small, greedy, 32 sentences a batch: 22.9 ms
-    a sentence with spinning, 4.9 ms without.
+    cores from that loop (and from anything else on the machine).
     """
     options = onnxruntime.SessionOptions()
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -222,10 +220,9 @@ def onnx_search(model, beam, length_penalty, coverage_penalty=0.0, max_length=No
     `zoo.inference.search_cache.compiled_search`.
 
     On the TensorFlow backend the beam search is compiled by `tf.function`
-    around the onnxruntime calls (`_GraphStepModel`); run eagerly, its
-    keras.ops bookkeeping made it 11x slower than the Keras model's compiled
-    search (rnnsearch_small, beam 4, 32 sentences a batch: 124 against 10.8
-    ms a sentence). On other backends it runs eagerly.
+    around the onnxruntime calls (`_GraphStepModel`), since run eagerly its
+    keras.ops bookkeeping costs far more than the model's own steps. On
+    other backends it runs eagerly.
     """
     if beam == 1:
         return lambda source: greedy_search(model, source, max_length=max_length)

@@ -138,19 +138,12 @@ def check_dtype_policy(config):
     """Refuses a run whose model's dtype policy this export can't serve.
 
     The policy is the config's `model.dtype`, else Keras' global policy.
-    Measured on CPU with TensorFlow 2.21, on tiny runs of rnnsearch_small,
-    transformer_small and show_attend_tell_small under every float policy:
 
-    - a float16 or bfloat16 compute dtype (`mixed_float16`,
-      `mixed_bfloat16`, `float16`, `bfloat16`) exports and runs, but the
-      Transformer's served translations differed from `Translator.translate`
-      under `mixed_float16` and `bfloat16` (the same rows in the same
-      order: at that precision the result depends on details of the
-      compiled graph), so the exported model would not give the Python
-      API's outputs;
-    - `show_attend_tell` builds only under `float32`: under any other policy
-      (`float64` too) its `output_logits` adds a float32 tensor to one of
-      the policy's dtype (an error of the recipe, not of the export);
+    - A float16 or bfloat16 compute dtype is refused: at that precision the
+      served outputs depend on details of the compiled graph, so they need
+      not be the Python API's.
+    - `show_attend_tell` is refused under any policy but `float32`, the
+      only one its export is checked under.
     - `float32` and `float64` give the Python API's outputs.
 
     Args:

@@ -397,14 +397,13 @@ def custom_loop_fit(
     """`fit`'s loop written with `strategy.run`, for a `tf.distribute` strategy.
 
     Keras 3's `model.fit` fails under `MultiWorkerMirroredStrategy` ("Attempt
-    to convert a value (PerReplica...) to a Tensor", keras-team/keras#20585,
-    still so with keras 3.15 and tensorflow 2.21: its epoch iterator hands the
-    distributed batches to a function that does not expect them). The
-    model's own `train_step` and `test_step` run fine under `strategy.run`,
-    so this loop only replaces fit's iteration: a distributed dataset,
-    `strategy.run` on each batch, `strategy.reduce` of the logs, and the
-    same callbacks, called as fit calls them. The arguments and the result
-    are `fit`'s.
+    to convert a value (PerReplica...) to a Tensor", keras-team/keras#20585:
+    its epoch iterator hands the distributed batches to a function that does
+    not expect them). The model's own `train_step` and `test_step` run fine
+    under `strategy.run`, so this loop only replaces fit's iteration: a
+    distributed dataset, `strategy.run` on each batch, `strategy.reduce` of
+    the logs, and the same callbacks, called as fit calls them. The
+    arguments and the result are `fit`'s.
     """
     if replica_count(strategy) > 1:
         _clip_after_all_reduce(model.optimizer)
