@@ -264,15 +264,27 @@ def evaluate_translator(translator, args):
 EVALUATIONS = {TRANSLATION: evaluate_translator, CAPTIONING: evaluate_captioner}
 
 
-def command_translate(args):
+def open_run(args, command):
+    """The run of `args.run_dir` for `zoo COMMAND`: refused, naming the
+    command that decodes it, if its task is another's; a bad --plot path
+    fails before decoding."""
     import zoo
     from zoo.evaluation import plots
 
     check_run_directory(args.run_dir)
-    translator = zoo.load(args.run_dir)
-    refuse_other_task(translator, args, "translate")
+    run = zoo.load(args.run_dir)
+    task = task_for(run.config)
+    if task.command != command:
+        raise UserError(f"{args.run_dir!r} is a {task.name} run: use `zoo {task.command}`")
     if args.plot:
-        plots.prepare_output(args.plot)  # a bad path fails before decoding
+        plots.prepare_output(args.plot)
+    return run
+
+
+def command_translate(args):
+    from zoo.evaluation import plots
+
+    translator = open_run(args, "translate")
     translations = translator.translate(
         args.sentences, beam=args.beam, length_penalty=args.length_penalty
     )
@@ -286,22 +298,10 @@ def command_translate(args):
         print(f"alignment: {path}", file=sys.stderr)
 
 
-def refuse_other_task(run, args, command):
-    """Refuses a run that `zoo COMMAND` does not decode, naming the one that does."""
-    task = task_for(run.config)
-    if task.command != command:
-        raise UserError(f"{args.run_dir!r} is a {task.name} run: use `zoo {task.command}`")
-
-
 def command_caption(args):
-    import zoo
     from zoo.evaluation import plots
 
-    check_run_directory(args.run_dir)
-    captioner = zoo.load(args.run_dir)
-    refuse_other_task(captioner, args, "caption")
-    if args.plot:
-        plots.prepare_output(args.plot)  # a bad path fails before decoding
+    captioner = open_run(args, "caption")
     captions = captioner.caption_files(
         args.images, beam=args.beam, length_penalty=args.length_penalty
     )
