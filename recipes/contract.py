@@ -57,8 +57,8 @@ class SequenceGenerator(keras.Model):
 
     A subclass implements `call`, `encode` and `decode_step` (see the module
     docstring) and sets the declarations below; greedy and beam search
-    (`zoo.recipes.decoding`), the SavedModel signatures (`zoo.export`) and the
-    ONNX export (`zoo.onnx_export`) read them and infer nothing.
+    (`zoo.recipes.decoding`), the SavedModel signatures (`zoo.export.saved_model`) and the
+    ONNX export (`zoo.export.onnx_export`) read them and infer nothing.
 
     Args:
         target_vocabulary_size: int, size of the target vocabulary.
@@ -176,7 +176,7 @@ class SequenceGenerator(keras.Model):
 
 def attention_width(model, state):
     """S of any object with the contract's declarations (a recipe, or an ONNX
-    export's `zoo.onnx_runner.OnnxModel`): axis 1 of
+    export's `zoo.export.onnx_runner.OnnxModel`): axis 1 of
     `state[model.attention_state_key]`, a python int where it is static."""
     return ops.shape(state[model.attention_state_key])[1]
 
@@ -185,7 +185,7 @@ def carried_state_keys(model, state):
     """The entries of `state` not in `model.constant_state_keys`, in order.
 
     For any object with the contract's declarations (a recipe, or an ONNX
-    export's `zoo.onnx_runner.OnnxModel`).
+    export's `zoo.export.onnx_runner.OnnxModel`).
 
     Raises:
         ValueError: a declared constant entry that `state` lacks (a renamed

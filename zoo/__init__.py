@@ -32,16 +32,8 @@ def build(name, **overrides):
 
 
 def load(run_dir):
-    """A run directory of `zoo train`, reopened: a `zoo.translator.Translator`,
-    or a `zoo.captioner.Captioner` for a captioning recipe."""
-    from zoo import runs
+    """A run directory of `zoo train`, reopened: a `zoo.inference.translator.Translator`,
+    or a `zoo.inference.captioner.Captioner` for a captioning recipe."""
+    from zoo.inference import loading
 
-    run_dir = runs.check_run_directory(run_dir)
-    config = runs.read_json(run_dir / runs.CONFIG)
-    if config.get("task") == "captioning":
-        from zoo import captioner
-
-        return captioner.load(run_dir, config)
-    from zoo import translator
-
-    return translator.load(run_dir)
+    return loading.load(run_dir)

@@ -6,7 +6,7 @@
     target.vocab         target (or caption) vocabulary
     model.weights.h5     the final weights
     checkpoints/         model + optimizer after each epoch (epoch-NN.weights.h5
-                         and its manifest epoch-NN.json; see zoo.checkpoints)
+                         and its manifest epoch-NN.json; see zoo.training.checkpoints)
     history.csv          loss per epoch
     metrics.json         final figures (loss, time, tokens per second, BLEU)
 
@@ -15,9 +15,9 @@ temporary name and renamed, so a crash never leaves a half-written one.
 """
 
 import json
-import os
 from pathlib import Path
 
+from zoo import files
 from zoo.errors import ZooUserError
 
 CONFIG = "config.json"
@@ -27,8 +27,6 @@ WEIGHTS = "model.weights.h5"
 METRICS = "metrics.json"
 HISTORY = "history.csv"
 CHECKPOINTS = "checkpoints"
-REQUIRED = (CONFIG, SOURCE_VOCABULARY, TARGET_VOCABULARY, WEIGHTS)
-CAPTIONING_REQUIRED = (CONFIG, TARGET_VOCABULARY, WEIGHTS)
 
 
 class RunDirectoryError(ZooUserError):
@@ -37,35 +35,14 @@ class RunDirectoryError(ZooUserError):
 
 def write_json(path, data):
     """Writes `data` as JSON atomically (temporary file, then rename)."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(temporary, path)
+    with files.replacing(path) as temporary:
+        temporary.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def save_weights(model, path):
     """`model.save_weights` atomically (Keras wants the `.weights.h5` suffix)."""
-    path = Path(path)
-    temporary = path.with_name(f".tmp-{path.name}")
-    model.save_weights(temporary)
-    os.replace(temporary, path)
-
-
-def check_run_directory(run_dir):
-    """The run directory as a Path, or a one-line error saying what is missing."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise RunDirectoryError(f"run directory {str(run_dir)!r} does not exist")
-    required = REQUIRED
-    if (run_dir / CONFIG).is_file() and read_json(run_dir / CONFIG).get("task") == "captioning":
-        required = CAPTIONING_REQUIRED
-    missing = [name for name in required if not (run_dir / name).is_file()]
-    if missing:
-        raise RunDirectoryError(
-            f"run directory {str(run_dir)!r} is incomplete: missing "
-            f"{', '.join(missing)} (did its training finish?)"
-        )
-    return run_dir
+    with files.replacing(path) as temporary:
+        model.save_weights(temporary)
 
 
 def read_json(path):

@@ -478,7 +478,7 @@ def test_search_compiles_as_the_translator_compiles_it(coverage_penalty):
     torch) and as a serving signature traces them (unknown batch and source
     length), with the default step limit computed from the source length,
     on two batches of different widths: each gives the eager result."""
-    from zoo.translator import compile_inference
+    from zoo.inference.search_cache import compile_inference
 
     model = ToyTranslator(random_params(seed=4))
 

@@ -41,11 +41,11 @@ def _exported_sides(size):
 
     import zoo
     from zoo import data
-    from zoo import export
-    from zoo import onnx_export
-    from zoo import onnx_runner
+    from zoo.export import saved_model as export
+    from zoo.export import onnx_export
+    from zoo.export import onnx_runner
     from zoo import registry
-    from zoo import training
+    from zoo.training import loop as training
 
     pairs = data.synthetic_splits(500, 0, 64, seed=0)
     recipe = registry.get_preset(EXPORT_PRESET)["recipe"]

@@ -135,7 +135,7 @@ def _bench_new_shape(runner, preset, models, inputs, labels, details):
     further shape of a real training costs.
     """
     from zoo import registry
-    from zoo import training
+    from zoo.training import loop as training
 
     costs = {}
     for extra in (1, 2):

@@ -59,10 +59,10 @@ from zoo.data.synthetic import synthetic_splits
 
 # Names from the TensorFlow modules, loaded on first access (PEP 562).
 _LAZY = {
-    "BOS_ID": "zoo.data.tokenizer",
-    "EOS_ID": "zoo.data.tokenizer",
-    "PAD_ID": "zoo.data.tokenizer",
-    "UNK_ID": "zoo.data.tokenizer",
+    "BOS_ID": "zoo.recipes.contract",
+    "EOS_ID": "zoo.recipes.contract",
+    "PAD_ID": "zoo.recipes.contract",
+    "UNK_ID": "zoo.recipes.contract",
     "RESERVED_TOKENS": "zoo.data.tokenizer",
     "TextTokenizer": "zoo.data.tokenizer",
     "EncodedPairs": "zoo.data.pipeline",

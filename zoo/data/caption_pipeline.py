@@ -19,7 +19,7 @@ each, or as file paths (a real corpus), read and decoded inside `tf.data`
 
 A file that cannot be decoded would stop training mid-epoch, so before
 building the dataset every distinct file is decoded once, in parallel
-(`find_unreadable_images`; about 3 ms per 500x375 JPEG on one core). The
+(`find_unreadable_images`, cheap beside an epoch of training). The
 captions of unreadable images are left out, and their number is logged as
 a warning.
 """
@@ -35,9 +35,9 @@ import tensorflow as tf
 
 from zoo.data.caption_readers import ImageError
 from zoo.data.pipeline import epoch_batches
-from zoo.data.tokenizer import BOS_ID
-from zoo.data.tokenizer import EOS_ID
-from zoo.data.tokenizer import PAD_ID
+from zoo.recipes.contract import BOS_ID
+from zoo.recipes.contract import EOS_ID
+from zoo.recipes.contract import PAD_ID
 
 logger = logging.getLogger(__name__)
 

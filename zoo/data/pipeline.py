@@ -25,9 +25,9 @@ import logging
 
 import tensorflow as tf
 
-from zoo.data.tokenizer import BOS_ID
-from zoo.data.tokenizer import EOS_ID
-from zoo.data.tokenizer import PAD_ID
+from zoo.recipes.contract import BOS_ID
+from zoo.recipes.contract import EOS_ID
+from zoo.recipes.contract import PAD_ID
 
 # The default buckets are this many tokens wide, up to the longest pair.
 DEFAULT_BUCKET_WIDTH = 8

@@ -48,11 +48,10 @@ from zoo.recipes.contract import BOS_ID
 from zoo.recipes.contract import EOS_ID
 from zoo.recipes.contract import PAD_ID
 from zoo.recipes.contract import SPECIAL_TOKENS
-from zoo.recipes.contract import UNK_ID
+from zoo.recipes.contract import UNK_TOKEN
 
-# The recipes' contract defines the reserved tokens and their ids.
+# `zoo.data`'s name of the recipes' contract's special tokens.
 RESERVED_TOKENS = SPECIAL_TOKENS
-PAD, UNK, BOS, EOS = RESERVED_TOKENS
 
 SUFFIX_INDICATOR = "##"
 
@@ -98,7 +97,7 @@ def _normalize_tensor(text, lowercase):
 
 def _is_cased(vocabulary):
     return any(
-        char.isupper() for token in vocabulary[len(RESERVED_TOKENS) :] for char in token
+        char.isupper() for token in vocabulary[len(SPECIAL_TOKENS) :] for char in token
     )
 
 
@@ -128,10 +127,10 @@ class TextTokenizer:
 
     def __init__(self, vocabulary):
         vocabulary = [str(token) for token in vocabulary]
-        if tuple(vocabulary[: len(RESERVED_TOKENS)]) != RESERVED_TOKENS:
+        if tuple(vocabulary[: len(SPECIAL_TOKENS)]) != SPECIAL_TOKENS:
             raise ValueError(
-                f"the vocabulary must start with {list(RESERVED_TOKENS)}; "
-                f"received {vocabulary[: len(RESERVED_TOKENS)]}."
+                f"the vocabulary must start with {list(SPECIAL_TOKENS)}; "
+                f"received {vocabulary[: len(SPECIAL_TOKENS)]}."
             )
         bad = [t for t in vocabulary if not t or t != t.strip() or "\n" in t]
         if bad:
@@ -149,7 +148,7 @@ class TextTokenizer:
         self._wordpiece = keras_nlp.tokenizers.WordPieceTokenizer(
             vocabulary=vocabulary,
             suffix_indicator=SUFFIX_INDICATOR,
-            oov_token=UNK,
+            oov_token=UNK_TOKEN,
             dtype="int32",
             **_SPLIT_SETTINGS,
         )
@@ -176,11 +175,9 @@ class TextTokenizer:
 
         Uses keras-nlp's `compute_word_piece_vocabulary` (the tensorflow-text
         learner). It keeps pieces seen at least 10 times, so a small corpus
-        gives fewer than `vocabulary_size` tokens (Multi30k's 29k German
-        sentences give about 3,500). Learning is slow pure Python, slowest
-        when `vocabulary_size` is more than the corpus gives (about two
-        minutes for Multi30k German, asking 8,000, on a busy 2-core
-        machine): save the result with the run and `load` it.
+        gives fewer than `vocabulary_size` tokens. Learning is slow pure
+        Python, slowest when `vocabulary_size` is more than the corpus
+        gives: save the result with the run and `load` it.
 
         Args:
             sentences: iterable of str, the training sentences of one
@@ -192,10 +189,10 @@ class TextTokenizer:
         Returns:
             A `TextTokenizer`.
         """
-        reserved = len(RESERVED_TOKENS)
+        reserved = len(SPECIAL_TOKENS)
         if not isinstance(vocabulary_size, int) or vocabulary_size <= reserved:
             raise ValueError(
-                f"vocabulary_size must be an int > {len(RESERVED_TOKENS)} (the "
+                f"vocabulary_size must be an int > {len(SPECIAL_TOKENS)} (the "
                 f"reserved tokens); received {vocabulary_size!r}."
             )
         sentences = [str(sentence) for sentence in sentences]
@@ -210,7 +207,7 @@ class TextTokenizer:
             data,
             vocabulary_size,
             suffix_indicator=SUFFIX_INDICATOR,
-            reserved_tokens=list(RESERVED_TOKENS),
+            reserved_tokens=list(SPECIAL_TOKENS),
             **_SPLIT_SETTINGS,
         )
         return cls(vocabulary)

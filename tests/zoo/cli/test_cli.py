@@ -1,0 +1,215 @@
+"""The `zoo` command line, end to end on a tiny run, and its one-line errors."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from cli_checks import assert_one_line_error
+from cli_checks import run_cli
+from cli_checks import train_keeping_the_model
+
+import zoo
+from zoo import cli
+from zoo import registry
+from zoo.inference.translator import Translator
+
+
+def test_list_shows_every_preset(capsys):
+    code, out, _ = run_cli(capsys, "list")
+    assert code == 0
+    for name in registry.PRESETS:
+        assert name in out
+
+
+def test_unknown_preset_is_one_line(capsys):
+    code, _, err = run_cli(capsys, "train", "rnnsaerch_small")
+    assert_one_line_error(code, err, "rnnsaerch_small", "zoo list")
+
+
+def test_missing_run_directory_is_one_line(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "translate", str(tmp_path / "nowhere"), "a sentence")
+    assert_one_line_error(code, err, "does not exist")
+
+
+def test_invalid_option_exits_with_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "rnnsearch_small", "--epochs", "0"])
+    assert exit_info.value.code == 2
+    assert "positive integer" in capsys.readouterr().err
+
+
+def test_console_script_reports_without_traceback():
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", "evaluate", "/nonexistent/run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "does not exist" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny run, and the model and weights that training held at its end."""
+    out = tmp_path_factory.mktemp("runs") / "run"
+    options = ("--train-size", "64", "--epochs", "1", "--batch-size", "32")
+    return train_keeping_the_model(out, "rnnsearch_small", *options)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(trained):
+    return trained[0]
+
+
+@pytest.mark.tensorflow_only
+def test_train_writes_a_complete_run_directory(tiny_run):
+    for name in ("config.json", "source.vocab", "target.vocab", "model.weights.h5",
+                 "history.csv", "metrics.json", "checkpoints/epoch-01.weights.h5"):
+        assert (tiny_run / name).is_file(), name
+    assert not list(tiny_run.glob(".*tmp*")), "temporary files left behind"
+
+
+@pytest.mark.tensorflow_only
+def test_translate_and_plot(capsys, tiny_run, tmp_path):
+    plot = tmp_path / "alignment.png"
+    code, out, _ = run_cli(
+        capsys, "translate", str(tiny_run), "the small dog sees a cat.", "--beam", "2",
+        "--plot", str(plot),
+    )
+    assert code == 0
+    assert len(out.strip().splitlines()) == 1
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.tensorflow_only
+def test_translate_prints_the_translation_and_nothing_else(tiny_run):
+    """A fresh `zoo translate` process: TensorFlow's start-up lines are held back."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", "translate", str(tiny_run), "a dog runs ."],
+        capture_output=True, text=True, timeout=600, env=dict(env, KERAS_BACKEND="tensorflow"),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert len(result.stdout.splitlines()) == 1 and result.stdout.strip()
+
+
+@pytest.mark.tensorflow_only
+def test_evaluate_prints_bleu_with_signature_and_length_table(capsys, tiny_run):
+    code, out, _ = run_cli(capsys, "evaluate", str(tiny_run), "--limit", "20")
+    assert code == 0
+    assert "nrefs:1" in out and "version:" in out
+    # The tokenizer lowercases, so the score is lowercased BLEU and says so.
+    assert "case:lc" in out
+    assert "| 1-10 " in out or "1-10" in out
+
+
+@pytest.mark.tensorflow_only
+def test_evaluate_with_beam_search_over_batches_of_several_widths(capsys, tiny_run):
+    # 130 test sentences make three batches of different source widths: the
+    # compiled search is traced again with unknown shapes after the first.
+    code, out, err = run_cli(capsys, "evaluate", str(tiny_run), "--beam", "3", "--limit", "130")
+    assert code == 0, err
+    assert "nrefs:1" in out
+    counts = [line.split("|")[2].strip() for line in out.splitlines() if line.startswith("| ")]
+    assert sum(int(count) for count in counts if count.isdigit()) == 130  # every sentence
+
+
+@pytest.mark.tensorflow_only
+def test_reloaded_run_translates_like_the_trained_model(trained):
+    out, model, weights = trained
+    reloaded = zoo.load(out)
+    for saved, loaded in zip(weights, reloaded.model.get_weights(), strict=True):
+        np.testing.assert_array_equal(loaded, saved)
+    in_memory = Translator(
+        model, reloaded.source_tokenizer, reloaded.target_tokenizer, reloaded.config
+    )
+    sentences = ["the small dog sees a cat.", "a red bird sleeps."]
+    expected = in_memory.translate(sentences, beam=2)
+    got = reloaded.translate(sentences, beam=2)
+    assert [t.text for t in got] == [t.text for t in expected]
+    np.testing.assert_allclose([t.score for t in got], [t.score for t in expected], rtol=1e-6)
+
+
+@pytest.mark.tensorflow_only
+def test_existing_run_directory_is_not_overwritten(capsys, tiny_run):
+    code, _, err = run_cli(capsys, "train", "rnnsearch_small", "--out", str(tiny_run))
+    assert_one_line_error(code, err, "already holds a finished run", "--overwrite")
+
+
+@pytest.mark.tensorflow_only
+def test_incomplete_run_directory_is_one_line(capsys, tiny_run, tmp_path):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text((tiny_run / "config.json").read_text())
+    code, _, err = run_cli(capsys, "evaluate", str(broken))
+    assert_one_line_error(code, err, "incomplete", "model.weights.h5")
+
+
+@pytest.mark.tensorflow_only
+def test_missing_data_file_is_one_line(capsys, tmp_path):
+    code, _, err = run_cli(
+        capsys, "train", "rnnsearch_small", "--data", f"{tmp_path}/a.en,{tmp_path}/a.de",
+        "--out", str(tmp_path / "run"),
+    )
+    assert_one_line_error(code, err, "a.en")
+    assert not (tmp_path / "run").exists(), "a failed start left a run directory"
+
+
+@pytest.mark.parametrize("flag, expected", [(["--jit-compile", "on"], True), (["--jit-compile", "off"], False), ([], None)])
+def test_jit_compile_option_reaches_training(capsys, monkeypatch, flag, expected):
+    from zoo.training import loop as training
+
+    received = {}
+
+    def record(preset, out, **options):
+        received.update(options)
+        raise training.TrainingError("recorded")
+
+    monkeypatch.setattr(training, "train", record)
+    code, _, err = run_cli(capsys, "train", "transformer_small", *flag)
+    assert_one_line_error(code, err, "recorded")
+    assert received["jit_compile"] is expected
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize("extra", [[], ["--overwrite"]])
+def test_out_naming_a_file_is_one_line_and_keeps_the_file(capsys, tmp_path, extra):
+    existing = tmp_path / "notes.txt"
+    existing.write_text("keep me")
+    code, _, err = run_cli(
+        capsys, "train", "rnnsearch_small", "--train-size", "64", "--out", str(existing), *extra
+    )
+    assert_one_line_error(code, err, "notes.txt", "is a file", "--out")
+    assert existing.read_text() == "keep me"
+
+
+@pytest.mark.tensorflow_only
+def test_out_inside_a_file_is_one_line(capsys, tmp_path):
+    existing = tmp_path / "notes.txt"
+    existing.write_text("keep me")
+    code, _, err = run_cli(
+        capsys, "train", "rnnsearch_small", "--train-size", "64", "--out", str(existing / "run")
+    )
+    assert_one_line_error(code, err, "cannot create the run directory", "--out")
+    assert existing.read_text() == "keep me"
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize("where", ["inside a file", "a folder"])
+def test_plot_that_cannot_be_written_is_one_line(capsys, tiny_run, tmp_path, where):
+    blocker = tmp_path / "blocker"
+    if where == "a folder":
+        blocker.mkdir()
+        plot, words = blocker, ("is a folder", "--plot")
+    else:
+        blocker.write_text("a file where a folder should be")
+        plot, words = blocker / "plots" / "alignment.png", ("cannot create the folder", "--plot")
+    code, out, err = run_cli(capsys, "translate", str(tiny_run), "a cat.", "--plot", str(plot))
+    assert_one_line_error(code, err, *words)
+    assert out == "", "it translated before refusing the plot path"

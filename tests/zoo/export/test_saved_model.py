@@ -1,0 +1,331 @@
+"""SavedModel export: the serving signatures, run where `zoo` can't be
+imported, give the Python API's outputs; the graph detokenizer is `decode`;
+bad runs and outputs are refused in one line."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from cli_checks import assert_one_line_error
+from cli_checks import run_cli
+
+import zoo
+from zoo import cli
+from zoo import data
+from zoo.export import saved_model as export
+from zoo import registry
+from zoo import runs
+from zoo.training import loop as training
+from zoo.data import captions as caption_data
+from zoo.data.tokenizer import TextTokenizer
+
+pytestmark = pytest.mark.tensorflow_only
+
+# The translation run reads at most this many source pieces (its training
+# max_length), so the export's default bound is small enough to test.
+MAX_INPUT_LENGTH = 12
+
+
+def write_run(out, preset, sentences, targets=None, max_length=None):
+    """A complete, untrained run directory of `preset`, with vocabularies
+    learned from the sentences (fitting it would only slow the test; export
+    and the Python API must agree on any weights)."""
+    source = TextTokenizer.train(sentences, 200)
+    target = TextTokenizer.train(targets or sentences, 200)
+    return training.write_untrained_run(
+        out, preset, target, source,
+        training_overrides=None if max_length is None else {"max_length": max_length},
+    )
+
+
+@pytest.fixture(scope="module")
+def translation_run(tmp_path_factory):
+    pairs = data.synthetic_splits(300, 0, 0)["train"]
+    return write_run(
+        tmp_path_factory.mktemp("runs") / "rnnsearch",
+        "rnnsearch_small",
+        [s for s, _ in pairs],
+        [t for _, t in pairs],
+        max_length=MAX_INPUT_LENGTH,
+    )
+
+
+@pytest.fixture(scope="module")
+def caption_run(tmp_path_factory):
+    examples = caption_data.synthetic_captions(40)
+    return write_run(
+        tmp_path_factory.mktemp("runs") / "captions",
+        "show_attend_tell_small",
+        [c for example in examples for c in example.captions],
+    )
+
+
+# Runs the signatures in a process that can't import zoo: `-I` (no
+# PYTHONPATH, no user site, not the script's folder on sys.path) from an
+# empty folder, and a finder that refuses `zoo` even though the virtual
+# environment has it installed.
+SERVE = """
+import json, sys
+
+class RefuseZoo:
+    def find_spec(self, name, path=None, target=None):
+        if name == "zoo" or name.startswith("zoo."):
+            raise ImportError("zoo is refused in this process")
+
+sys.meta_path.insert(0, RefuseZoo())
+try:
+    import zoo
+    refused = None
+except ImportError as error:
+    refused = str(error)
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # the tokenizer ops
+
+request = json.load(open(sys.argv[1]))
+translator = tf.saved_model.load(request["translator"])
+captioner = tf.saved_model.load(request["captioner"])
+translate = translator.signatures["translate"]
+text = translate(text=tf.constant(request["sentences"]))
+long = translate(text=tf.constant([request["long"], request["prefix"]]))
+caption = captioner.signatures["caption"](
+    images=tf.constant([open(path, "rb").read() for path in request["images"]])
+)
+arrays = np.load(request["arrays"])
+np.savez(
+    request["logits"],
+    translation=translator.signatures["logits"](
+        source=tf.constant(arrays["source"]), target_in=tf.constant(arrays["target_in"])
+    )["logits"].numpy(),
+    caption=captioner.signatures["logits"](
+        image=tf.constant(arrays["image"]), target_in=tf.constant(arrays["caption_in"])
+    )["logits"].numpy(),
+)
+json.dump(
+    {
+        "refused": refused,
+        "zoo_loaded": any(name.split(".")[0] == "zoo" for name in sys.modules),
+        "translations": [t.decode() for t in text["translation"].numpy()],
+        "scores": text["score"].numpy().tolist(),
+        "long": [t.decode() for t in long["translation"].numpy()],
+        "captions": [t.decode() for t in caption["caption"].numpy()],
+        "caption_scores": caption["score"].numpy().tolist(),
+    },
+    sys.stdout,
+)
+"""
+
+SENTENCES = [
+    "the small dog sees a cat.",
+    "",
+    "a red bird, the big house!",
+    "Zzyzx qwv",
+]
+
+
+@pytest.fixture(scope="module")
+def served(translation_run, caption_run, tmp_path_factory):
+    """Exports both runs (with beam search) and runs every
+    signature once in a process without zoo; returns what it needs and got."""
+    folder = tmp_path_factory.mktemp("served")
+    translator = zoo.load(translation_run)
+    captioner = zoo.load(caption_run)
+    translator_out = folder / "translator"
+    # Beam search as the CLI exports it: traced with an unknown batch and
+    # source length, which is where TensorFlow's scan once failed.
+    assert cli.main(["export", str(translation_run), "--out", str(translator_out), "--beam", "3"]) == 0
+    captioner_out = folder / "captioner"
+    captioner_out.mkdir()
+    (captioner_out / "stale.txt").write_text("an older export")
+    export.export_saved_model(
+        caption_run, captioner_out, beam=2, length_penalty=0.6, overwrite=True
+    )
+
+    source = translator.source_tokenizer
+    long = " ".join(["the small dog sees a cat and"] * 20000)  # 0.6 MB
+    prefix_ids = source.encode([long])[0][:MAX_INPUT_LENGTH]
+    prefix = source.decode(prefix_ids)
+    assert source.encode([prefix])[0] == prefix_ids  # the prefix reads as those pieces
+
+    examples = caption_data.synthetic_captions(3, seed=7)
+    images = [folder / f"image{i}.png" for i in range(3)]
+    for path, example in zip(images, examples):
+        path.write_bytes(tf.io.encode_png(example.image).numpy())
+    images.append(folder / "image3.jpg")
+    images[-1].write_bytes(tf.io.encode_jpeg(examples[1].image, quality=80).numpy())
+
+    rng = np.random.default_rng(0)
+    arrays = {
+        "source": rng.integers(4, translator.model.source_vocabulary_size, (3, 7)).astype("int32"),
+        "target_in": rng.integers(4, translator.model.target_vocabulary_size, (3, 5)).astype(
+            "int32"
+        ),
+        "image": rng.random((2, captioner.image_size, captioner.image_size, 3), "float32"),
+        "caption_in": rng.integers(4, captioner.model.target_vocabulary_size, (2, 4)).astype(
+            "int32"
+        ),
+    }
+    arrays["source"][0, 5:] = 0  # padding
+    np.savez(folder / "arrays.npz", **arrays)
+    request = {
+        "translator": str(translator_out),
+        "captioner": str(captioner_out),
+        "sentences": SENTENCES,
+        "long": long,
+        "prefix": prefix,
+        "images": [str(path) for path in images],
+        "arrays": str(folder / "arrays.npz"),
+        "logits": str(folder / "logits.npz"),
+    }
+    (folder / "request.json").write_text(json.dumps(request))
+    (folder / "serve.py").write_text(SERVE)
+    empty = tmp_path_factory.mktemp("cwd")
+    result = subprocess.run(
+        [sys.executable, "-I", str(folder / "serve.py"), str(folder / "request.json")],
+        cwd=empty,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {
+        "folder": folder,
+        "translation_run": translation_run,
+        "translator": translator,
+        "captioner": captioner,
+        "images": images,
+        "arrays": arrays,
+        "logits": dict(np.load(folder / "logits.npz")),
+        "out": json.loads(result.stdout),
+    }
+
+
+def test_signatures_run_without_zoo(served):
+    assert served["out"]["refused"] == "zoo is refused in this process"
+    assert not served["out"]["zoo_loaded"]
+
+
+def test_overwrite_replaces_the_output_and_leaves_no_temporary(served):
+    folder = served["folder"]
+    assert (folder / "captioner" / "saved_model.pb").is_file()
+    assert not (folder / "captioner" / "stale.txt").exists()
+    assert not [path.name for path in folder.iterdir() if path.name.startswith(".")]
+
+
+def test_translate_signature_gives_the_translations_of_zoo_translate(served, capsys):
+    code, out, _ = run_cli(
+        capsys, "translate", str(served["translation_run"]), *SENTENCES, "--beam", "3"
+    )
+    assert code == 0
+    printed = out.split("\n")[:-1]  # one line a sentence, empty ones too
+    assert served["out"]["translations"] == printed
+    expected = served["translator"].translate(SENTENCES, beam=3, length_penalty=0.6)
+    assert printed == [t.text for t in expected]
+    np.testing.assert_allclose(
+        served["out"]["scores"], [t.score for t in expected], rtol=1e-5, atol=1e-4
+    )
+
+
+def test_caption_signature_gives_the_python_beam_captions(served):
+    expected = served["captioner"].caption_files(served["images"], beam=2, length_penalty=0.6)
+    assert served["out"]["captions"] == [c.text for c in expected]
+    np.testing.assert_allclose(
+        served["out"]["caption_scores"], [c.score for c in expected], rtol=1e-5, atol=1e-4
+    )
+
+
+def test_logits_signatures_are_the_teacher_forced_logits(served):
+    arrays = served["arrays"]
+    translation = served["translator"].model(
+        {"source": arrays["source"], "target_in": arrays["target_in"]}
+    )
+    caption = served["captioner"].model(
+        {"image": arrays["image"], "target_in": arrays["caption_in"]}
+    )
+    np.testing.assert_allclose(served["logits"]["translation"], translation, atol=1e-5)
+    np.testing.assert_allclose(served["logits"]["caption"], caption, atol=1e-5)
+
+
+def test_long_input_is_cut_to_max_input_length_pieces(served):
+    long_translation, prefix_translation = served["out"]["long"]
+    assert long_translation == prefix_translation
+    # The Python API makes the same cut (its training max_length).
+    assert served["translator"].max_source_length == MAX_INPUT_LENGTH
+
+
+# --- the graph detokenizer ---------------------------------------------------
+
+TRICKY_VOCABULARY = [
+    "[PAD]", "[UNK]", "[BOS]", "[EOS]", "a", "man", "##s", "t", "-", "shirt",
+    ".", ",", "'", "(", ")", "„", "“", "”", "/", "##", "##.", "%", "?", "ä",
+    "##ä", "x", "[", "]", "’", "##-", "!",
+]  # fmt: skip
+
+
+def test_detokenize_is_decode_on_tricky_sequences():
+    tokenizer = TextTokenizer(TRICKY_VOCABULARY)
+    ids = {token: i for i, token in enumerate(TRICKY_VOCABULARY)}
+    written = [
+        ["a", "man", "##s", ",", "in", "a", "t", "-", "shirt", "."],
+        ["„", "a", "“", "man", "'", "s", "(", "x", ")", "!"],
+        ["##s", "a", "##ä", "##-", "x", "/", "##-", "%", "?"],  # "/-" is not punctuation
+        ["[BOS]", "a", "[PAD]", "[UNK]", "##", "##.", "[EOS]", "man"],
+        ["[EOS]", "a"],
+        ["-", "-", "’", "[", "a", "]", "”", "x"],
+    ]
+    written = [[ids.get(token, ids["[UNK]"]) for token in row] for row in written]
+    width = max(map(len, written))
+    rows = np.array([row + [0] * (width - len(row)) for row in written], "int32")
+    random_rows = np.random.default_rng(0).integers(0, len(TRICKY_VOCABULARY), (500, 9))
+    for batch in (rows, random_rows.astype("int32"), np.zeros((2, 0), "int32")):
+        got = [text.decode("utf-8") for text in tokenizer.detokenize(batch).numpy()]
+        assert got == [tokenizer.decode(row) for row in batch]
+    assert got == ["", ""]
+
+
+# --- refusals ----------------------------------------------------------------
+
+
+def test_incomplete_run_directory_is_one_line(capsys, translation_run, tmp_path):
+    incomplete = tmp_path / "incomplete"
+    incomplete.mkdir()
+    for name in (runs.CONFIG, runs.SOURCE_VOCABULARY, runs.TARGET_VOCABULARY):
+        (incomplete / name).write_bytes((translation_run / name).read_bytes())
+    code, _, err = run_cli(capsys, "export", str(incomplete), "--out", str(tmp_path / "out"))
+    assert_one_line_error(code, err, "incomplete", runs.WEIGHTS)
+    assert not (tmp_path / "out").exists()
+
+
+def test_existing_output_is_refused_unless_overwrite(capsys, caption_run, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    code, _, err = run_cli(capsys, "export", str(caption_run), "--out", str(out))
+    assert_one_line_error(code, err, str(out), "--overwrite")
+    assert [p.name for p in out.iterdir()] == ["keep.txt"]
+
+
+@pytest.mark.parametrize(
+    "run, policy, words",
+    [
+        ("translation_run", "mixed_float16", ["float16 computation", "float32"]),
+        ("caption_run", "float64", ["show_attend_tell", "builds only under float32"]),
+    ],
+)
+def test_unexportable_dtype_policy_is_one_line(capsys, request, tmp_path, run, policy, words):
+    copy = tmp_path / "run"
+    copy.mkdir()
+    for path in request.getfixturevalue(run).iterdir():
+        if path.is_file():
+            (copy / path.name).write_bytes(path.read_bytes())
+    config = runs.read_json(copy / runs.CONFIG)
+    config["model"]["dtype"] = policy
+    runs.write_json(copy / runs.CONFIG, config)
+    code, _, err = run_cli(capsys, "export", str(copy), "--out", str(tmp_path / "out"))
+    assert_one_line_error(code, err, repr(policy), *words)
+    assert not (tmp_path / "out").exists()

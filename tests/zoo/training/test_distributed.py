@@ -1,0 +1,175 @@
+"""zoo.training.distributed: strategies, one-device equivalence, multi-worker, mixed precision."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+from cli_checks import assert_one_line_error
+from cli_checks import run_cli
+
+from zoo import cli
+from zoo.training import distributed
+from zoo import runs
+from zoo.training import loop as training
+
+HERE = Path(__file__).parent
+REPOSITORY = HERE.parents[2]
+
+
+def run_script(script, *arguments, env=None, timeout=300):
+    """Runs a helper script of this folder in a TensorFlow process; its
+    `RESULT {json}` line, parsed."""
+    result = subprocess.run(
+        [sys.executable, str(HERE / script), *arguments],
+        capture_output=True, text=True, timeout=timeout, cwd=REPOSITORY,
+        env=dict(env or os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="3"),
+    )
+    lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    assert result.returncode == 0 and lines, result.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def test_cli_choices_are_the_modules():
+    assert cli.STRATEGIES == distributed.STRATEGIES
+    assert cli.PRECISIONS == distributed.PRECISIONS
+
+
+def test_token_crossentropy_is_the_token_mean_on_one_device():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(3, 5, 7)).astype("float32")
+    targets = np.array([[4, 5, 0, 0, 0], [1, 2, 3, 4, 5], [6, 0, 0, 0, 0]])
+    keras_loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)
+    expected = float(keras_loss(targets, logits))
+    assert float(distributed.TokenCrossentropy()(targets, logits)) == pytest.approx(expected, rel=1e-6)
+
+
+def test_token_crossentropy_is_float32_on_half_precision_logits():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(2, 4, 9)).astype("float16")
+    targets = np.array([[1, 2, 0, 0], [3, 4, 5, 6]])
+    loss = distributed.TokenCrossentropy()(targets, keras.ops.convert_to_tensor(logits))
+    assert keras.backend.standardize_dtype(loss.dtype) == "float32"
+    expected = distributed.TokenCrossentropy()(targets, logits.astype("float32"))
+    assert float(loss) == pytest.approx(float(expected), rel=1e-6)
+
+
+@pytest.mark.tensorflow_only
+def test_mirrored_fit_and_custom_loop_match_one_device():
+    # Replicas hold 4 and 28 target tokens a batch, and every step clips:
+    # Keras' own per-replica mean, or clipping before the all-reduce, would
+    # be off by about 1e-2 (see zoo.training.distributed).
+    results = run_script("distributed_equivalence.py")
+    assert results.pop("replicas") == 2
+    assert set(results) == {"whole_epochs/fit", "whole_epochs/loop", "steps_per_epoch/loop"}
+    for name, result in results.items():
+        assert result["moved"] > 1e-2, name
+        assert result["weight_difference"] < 1e-5, name
+        assert result["iterations"] == result["one_device_iterations"], name
+        assert result["events_match"], name
+        assert result["history"].keys() == result["one_device_history"].keys(), name
+        for key, values in result["history"].items():
+            np.testing.assert_allclose(values, result["one_device_history"][key], rtol=1e-5)
+
+
+def free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+@pytest.mark.tensorflow_only
+def test_multi_worker_trains_together_and_only_the_chief_writes(tmp_path):
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(2)]}
+    out = tmp_path / "run"
+    workers = []
+    for index in range(2):
+        config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        workers.append(subprocess.Popen(
+            [sys.executable, str(HERE / "distributed_worker.py"), str(out)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPOSITORY,
+            env=dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="3",
+                     TF_CONFIG=config),
+        ))
+    results = []
+    try:
+        for worker in workers:
+            stdout, stderr = worker.communicate(timeout=420)  # a hang fails, not blocks
+            lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
+            assert worker.returncode == 0 and lines, stderr[-3000:]
+            results.append(json.loads(lines[-1][len("RESULT "):]))
+    finally:
+        for worker in workers:
+            worker.kill()
+    chief, other = results
+    assert chief["weights"] == other["weights"]
+    assert Path(chief["run"]) == out
+    assert not Path(other["run"]).exists(), "the non-chief's directory was not deleted"
+    for name in (runs.CONFIG, runs.WEIGHTS, runs.METRICS, "checkpoints/epoch-02.weights.h5"):
+        assert (out / name).is_file(), name
+    losses = [float(line.split(",")[1]) for line in (out / runs.HISTORY).read_text().splitlines()[1:]]
+    assert len(losses) == 2 and losses[1] < losses[0]
+    metrics = runs.read_json(out / runs.METRICS)
+    assert (metrics["strategy"], metrics["replicas"]) == ("multi-worker", 2)
+
+
+@pytest.mark.tensorflow_only
+def test_bfloat16_run_trains_with_finite_loss_and_records_it(tmp_path):
+    out = training.train(
+        "rnnsearch_small", tmp_path / "run", train_size=32, epochs=1, batch_size=16,
+        verbose=0, evaluate_test=False, mixed_precision="bfloat16",
+    )
+    metrics = runs.read_json(out / runs.METRICS)
+    assert np.isfinite(metrics["loss"])
+    assert metrics["precision"] == runs.read_json(out / runs.CONFIG)["precision"] == "mixed_bfloat16"
+    assert (metrics["strategy"], metrics["replicas"]) == ("one-device", 1)
+    assert keras.config.dtype_policy().name == "float32", "the global policy was not restored"
+
+
+def test_float16_compiles_with_loss_scaling():
+    from zoo.recipes.rnnsearch import RNNSearch
+
+    with distributed.precision_policy("float16"):
+        model = RNNSearch(10, 10, embedding_dim=4, hidden_dim=4, attention_units=4, maxout_units=2)
+        model.compile(optimizer="adam", loss=distributed.TokenCrossentropy())
+    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert model.dtype_policy.name == "mixed_float16"
+    assert keras.config.dtype_policy().name == "float32"
+
+
+def test_other_backends_strategy_is_one_line(capsys):
+    name = "data-parallel" if keras.backend.backend() == "tensorflow" else "mirrored"
+    code, _, err = run_cli(capsys, "train", "rnnsearch_small", "--strategy", name)
+    assert_one_line_error(code, err, name, "KERAS_BACKEND")
+
+
+@pytest.mark.tensorflow_only
+def test_multi_worker_without_tf_config_is_one_line(capsys, monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    code, _, err = run_cli(capsys, "train", "rnnsearch_small", "--strategy", "multi-worker")
+    assert_one_line_error(code, err, "TF_CONFIG")
+
+
+@pytest.mark.parametrize("option", ["--strategy", "--mixed-precision"])
+def test_unknown_names_are_usage_errors(capsys, option):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "rnnsearch_small", option, "quantum"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'quantum'" in capsys.readouterr().err
+
+
+def test_unknown_names_in_the_python_api():
+    with pytest.raises(distributed.DistributionError, match="quantum"):
+        distributed.make_strategy("quantum")
+    with pytest.raises(distributed.DistributionError, match="float8"):
+        distributed.check_precision("float8")

@@ -1,0 +1,190 @@
+"""Checkpoints and resuming: a killed training restarts where it stopped."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+
+from cli_checks import assert_one_line_error
+from cli_checks import run_cli
+
+import zoo
+from zoo.training import checkpoints
+from zoo.training import loop as training
+
+pytestmark = pytest.mark.tensorflow_only  # tf.data training
+
+TINY = dict(train_size=64, epochs=2, batch_size=16, verbose=0, evaluate_test=False)
+
+
+def tiny_model():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2), keras.layers.Dropout(0.5)])
+    model.compile(optimizer="adam", loss="mse")
+    model.fit(np.ones((4, 3)), np.zeros((4, 2)), verbose=0)
+    return model
+
+
+def test_checkpoint_round_trip_restores_optimizer_and_dropout_state(tmp_path):
+    model = tiny_model()
+    saved = checkpoints.save_checkpoint(model, tmp_path, epochs_done=1, steps_done=3)
+    assert saved.name == "epoch-02-step-000003"
+    seed_states = checkpoints._seed_states(model)
+    assert seed_states, "the model has a dropout seed generator"
+    expected = [keras.ops.convert_to_numpy(v) for v in model.variables]
+
+    fresh = tiny_model()
+    fresh.fit(np.ones((4, 3)), np.zeros((4, 2)), verbose=0, epochs=3)  # move everything
+    checkpoints.restore(fresh, checkpoints.latest_checkpoint(tmp_path))
+    for variable, value in zip(fresh.variables, expected):
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(variable), value, variable.path)
+    assert int(fresh.optimizer.iterations) == 1
+
+
+def test_damaged_checkpoint_is_reported_and_the_previous_one_used(tmp_path, caplog):
+    model = tiny_model()
+    checkpoints.save_checkpoint(model, tmp_path, epochs_done=1)
+    newest = checkpoints.save_checkpoint(model, tmp_path, epochs_done=2)
+    assert checkpoints.latest_checkpoint(tmp_path) == newest
+
+    data = newest.weights.read_bytes()
+    newest.weights.write_bytes(data[: len(data) // 2])  # truncated, as by a full disk
+    assert checkpoints.latest_checkpoint(tmp_path).name == "epoch-01"
+    assert "epoch-02 is unusable" in caplog.text and "truncated" in caplog.text
+
+    newest.weights.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # same size, one bit off
+    assert checkpoints.latest_checkpoint(tmp_path).name == "epoch-01"
+    assert "checksum" in caplog.text
+
+    (tmp_path / "epoch-01.json").write_text("{not json")
+    assert checkpoints.latest_checkpoint(tmp_path) is None
+
+
+def test_a_checkpoint_without_its_manifest_does_not_count(tmp_path):
+    model = tiny_model()
+    checkpoints.save_checkpoint(model, tmp_path, epochs_done=1)
+    newest = checkpoints.save_checkpoint(model, tmp_path, epochs_done=2)
+    (tmp_path / "epoch-02.json").unlink()  # killed between the two renames
+    assert newest.weights.is_file()
+    assert checkpoints.latest_checkpoint(tmp_path).name == "epoch-01"
+
+
+# Four batches an epoch, a checkpoint after each.
+KILLABLE = dict(TINY, checkpoint_every_steps=1)
+TRAIN_IN_A_CHILD = (
+    "import sys; from zoo.training import loop as training; "
+    "training.train('rnnsearch_small', sys.argv[1], **{settings})"
+)
+
+
+def train_until_killed(out, killed_once):
+    """Trains `KILLABLE` in a child process and SIGKILLs it as soon as
+    `killed_once(out)` is true; fails if the child ended by itself."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", TRAIN_IN_A_CHILD.format(settings=KILLABLE), str(out)],
+        env=dict(os.environ, KERAS_BACKEND="tensorflow"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 300
+    while not killed_once(out) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL, "the training ended before it was killed"
+
+
+def checkpoint_names(out):
+    return sorted(p.stem for p in (out / "checkpoints").glob("*.json"))
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_weights(tmp_path_factory):
+    out = training.train("rnnsearch_small", tmp_path_factory.mktemp("whole") / "run", **KILLABLE)
+    return zoo.load(out).model.get_weights()
+
+
+@pytest.mark.parametrize(
+    "kill_when, resumed_from",
+    [
+        # Mid-epoch: after the second step checkpoint of the second epoch.
+        (lambda out: (out / "checkpoints" / "epoch-02-step-000002.json").exists(), "epoch-02-step"),
+        # Before any checkpoint: once the run directory has its config.
+        (lambda out: (out / "config.json").exists(), None),
+    ],
+    ids=["after_a_step_checkpoint", "before_any_checkpoint"],
+)
+def test_a_run_killed_and_resumed_ends_bit_for_bit_as_an_uninterrupted_one(
+    tmp_path, uninterrupted_weights, kill_when, resumed_from
+):
+    out = tmp_path / "run"
+    train_until_killed(out, kill_when)
+    names = checkpoint_names(out) if (out / "checkpoints").exists() else []
+    assert "epoch-02" not in names, f"killed too late: {names}"
+    if resumed_from is None:
+        assert names == [], f"killed too late: {names}"
+
+    out = training.train("rnnsearch_small", out, **KILLABLE)
+
+    metrics = json.loads((out / "metrics.json").read_text())
+    if resumed_from is None:
+        assert "resumed_from" not in metrics
+    else:
+        assert metrics["resumed_from"].startswith(resumed_from), metrics["resumed_from"]
+    resumed = zoo.load(out).model.get_weights()
+    for expected, actual in zip(uninterrupted_weights, resumed, strict=True):
+        np.testing.assert_array_equal(actual, expected)
+    history = (out / "history.csv").read_text().splitlines()
+    assert [line.split(",")[0] for line in history] == ["epoch", "0", "1"]
+    # Step checkpoints are gone once their epoch's checkpoint is written.
+    assert checkpoint_names(out) == ["epoch-01", "epoch-02"]
+
+
+def test_training_killed_mid_epoch_resumes_and_runs_only_the_remaining_epochs(
+    tmp_path, capsys
+):
+    out = tmp_path / "run"
+    argv = ["train", "rnnsearch_small", "--train-size", "256", "--epochs", "3",
+            "--batch-size", "16", "--out", str(out)]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "zoo.cli", *argv],
+        env=dict(os.environ, KERAS_BACKEND="tensorflow"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    first_epoch = out / "checkpoints" / "epoch-01.json"
+    deadline = time.monotonic() + 300
+    while not first_epoch.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    assert first_epoch.exists(), "the training never finished its first epoch"
+    assert not (out / "checkpoints" / "epoch-02.json").exists(), "killed too late"
+    assert not (out / "model.weights.h5").exists()
+
+    code, stdout, stderr = run_cli(capsys, *argv)
+    assert code == 0, stderr
+    assert "resuming" in stderr and "epoch-01 (1 of 3 epochs done)" in stderr
+    assert "Epoch 1/3" not in stdout and "Epoch 2/3" in stdout and "Epoch 3/3" in stdout
+    history = (out / "history.csv").read_text().splitlines()
+    assert [line.split(",")[0] for line in history] == ["epoch", "0", "1", "2"]
+    assert json.loads((out / "metrics.json").read_text())["resumed_from"] == "epoch-01"
+
+    # Finished now: a third call refuses instead of training again.
+    code, _, stderr = run_cli(capsys, *argv)
+    assert_one_line_error(code, stderr, "finished run", "--overwrite")
+
+
+def test_unfinished_run_with_other_settings_is_refused(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.json").write_text(
+        json.dumps({"preset": "rnnsearch_small", "training": {"epochs": 9}})
+    )
+    code, _, stderr = run_cli(capsys, "train", "rnnsearch_small", "--out", str(out))
+    assert_one_line_error(code, stderr, "other settings", "epochs", "--overwrite")

@@ -1,0 +1,418 @@
+"""The `zoo` command line.
+
+    zoo list
+    zoo train PRESET [--data SPEC] [--epochs N] [--out DIR] [--strategy S] [--mixed-precision P]
+              [--jit-compile on|off]
+              (resumes DIR when it holds an unfinished run)
+    zoo evaluate DIR [--data SPEC] [--beam K]
+    zoo translate DIR "a sentence" [--beam K] [--plot out.png]
+    zoo caption DIR image.png [--beam K] [--plot out.png]
+    zoo export DIR [--format saved_model|onnx] [--out PATH] [--beam K]
+    zoo bench [layers|decode|train|export|all] [--backend B] [--out results.json]
+    zoo demo [--layers]
+
+A user mistake (unknown preset, missing run directory or data file, bad
+option, a command run without the TensorFlow extra it needs) prints one line
+to stderr and exits with status 2; no traceback.
+"""
+
+import argparse
+import contextlib
+import importlib.util
+import logging
+import os
+import sys
+
+from zoo import extras
+from zoo.arguments import non_negative_float
+from zoo.arguments import positive_int
+from zoo.errors import ZooUserError
+from zoo.quiet_import import import_quietly
+from zoo.tasks import CAPTIONING
+from zoo.tasks import TRANSLATION
+from zoo.tasks import check_run_directory
+from zoo.tasks import task_for
+from zoo.training import PRECISIONS
+from zoo.training import STRATEGIES
+
+# Set before TensorFlow is first imported (by zoo.data, lazily): its C++ start-up
+# chatter is not for the user of a command line.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+USER_ERROR = 2
+
+
+class UserError(ZooUserError):
+    """A mistake of the user's found by the command line itself."""
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="zoo", description="keras-attention-zoo: attention layers and the papers' models."
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    commands.add_parser("list", help="list the presets")
+
+    train = commands.add_parser("train", help="train a preset into a run directory")
+    train.add_argument("preset", help="a preset name (see `zoo list`)")
+    train.add_argument(
+        "--data",
+        help="training data: 'synthetic' (default for the small presets); for "
+        "translation 'SOURCE,TARGET' aligned text files (.gz allowed) or a TSV file; "
+        "for captioning 'CAPTIONS,IMAGE_DIR[,SPLIT]' (Flickr token file or COCO .json)",
+    )
+    train.add_argument("--epochs", type=positive_int, help="override the preset's epochs")
+    train.add_argument("--batch-size", type=positive_int, help="override the preset's batch size")
+    train.add_argument(
+        "--train-size", type=positive_int, help="use at most N training pairs (images for captioning)"
+    )
+    train.add_argument(
+        "--out",
+        help="run directory (default runs/PRESET); if it holds an unfinished run of "
+        "the same preset and options, training resumes from its last checkpoint",
+    )
+    train.add_argument(
+        "--overwrite", action="store_true", help="replace an existing run directory, finished or not"
+    )
+    train.add_argument(
+        "--checkpoint-every-steps",
+        type=positive_int,
+        metavar="N",
+        help="also checkpoint every N batches inside an epoch (default: after each epoch only)",
+    )
+    train.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        help="devices to train on (default one-device): 'auto' (several GPUs if there are), "
+        "'mirrored' (tensorflow, local GPUs), 'multi-worker' (tensorflow, cluster from "
+        "TF_CONFIG), 'data-parallel' (jax); --batch-size is the global batch",
+    )
+    train.add_argument(
+        "--mixed-precision", choices=PRECISIONS, help="compute in bfloat16 or float16 (float32 weights)"
+    )
+    train.add_argument(
+        "--jit-compile",
+        choices=("on", "off"),
+        help="compile the train step with XLA (jax.jit on jax) or not (default: the recipe's "
+        "choice for this backend, see `zoo bench train`)",
+    )
+
+    evaluate = commands.add_parser("evaluate", help="BLEU (and caption metrics) of a trained run")
+    evaluate.add_argument("run_dir", help="a run directory written by `zoo train`")
+    evaluate.add_argument(
+        "--data",
+        help="test data ('SOURCE,TARGET' files or TSV; for captioning 'CAPTIONS,IMAGE_DIR[,SPLIT]'); "
+        "default: the run's synthetic test set",
+    )
+    evaluate.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
+    evaluate.add_argument("--length-penalty", type=non_negative_float, default=0.6)
+    evaluate.add_argument("--limit", type=positive_int, help="evaluate the first N pairs only")
+
+    translate = commands.add_parser("translate", help="translate sentences with a trained run")
+    translate.add_argument("run_dir", help="a run directory written by `zoo train`")
+    translate.add_argument("sentences", nargs="+", help="sentences to translate")
+    translate.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
+    translate.add_argument("--length-penalty", type=non_negative_float, default=0.6)
+    translate.add_argument("--plot", help="save the alignment heat map of the first sentence (PNG)")
+
+    caption = commands.add_parser("caption", help="caption images with a trained run")
+    caption.add_argument("run_dir", help="a captioning run directory written by `zoo train`")
+    caption.add_argument("images", nargs="+", help="image files (PNG, JPEG, BMP, GIF)")
+    caption.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
+    caption.add_argument("--length-penalty", type=non_negative_float, default=0.6)
+    caption.add_argument(
+        "--plot", help="save the attention of each word over the first image (PNG)"
+    )
+
+    export = commands.add_parser(
+        "export",
+        help="export a trained run for serving (TensorFlow SavedModel or ONNX)",
+        description="Export a trained run for serving. saved_model: signatures "
+        "`translate` (strings -> strings) or `caption` (image file bytes -> strings), "
+        "and `logits` (teacher-forced); they need TensorFlow and tensorflow-text, "
+        "not this package (see zoo/export.py). onnx: encoder.onnx and decoder_step.onnx "
+        "with dynamic batch and length axes, which `zoo.export.onnx_runner` decodes with "
+        "onnxruntime (see zoo/onnx_export.py).",
+    )
+    export.add_argument("run_dir", help="a run directory written by `zoo train`")
+    export.add_argument(
+        "--format",
+        choices=("saved_model", "onnx"),
+        default="saved_model",
+        help="saved_model (default) or onnx",
+    )
+    export.add_argument(
+        "--out", help="where to write the export (default: RUN_DIR/export/FORMAT)"
+    )
+    export.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing, non-empty output (refused otherwise)",
+    )
+    export.add_argument(
+        "--beam",
+        type=positive_int,
+        default=1,
+        help="saved_model: beam width of the exported search (default 1: greedy)",
+    )
+    export.add_argument(
+        "--length-penalty",
+        type=non_negative_float,
+        default=0.6,
+        help="saved_model: GNMT length penalty of beam search (default 0.6)",
+    )
+    export.add_argument(
+        "--max-input-length",
+        type=positive_int,
+        help="saved_model, translation: the most source word pieces read; longer "
+        "sentences are cut (default: the run's training max_length)",
+    )
+
+    from zoo import bench  # keras-free at import: the parser stays quick
+
+    bench.add_parser(commands)
+
+    demo = commands.add_parser(
+        "demo", help="the main job: RNNencdec vs RNNsearch on the synthetic corpus"
+    )
+    demo.add_argument("--out", default="runs/demo", help="where the demo keeps its runs")
+    demo.add_argument(
+        "--layers", action="store_true", help="instead: the attention layers on a toy task"
+    )
+    return parser
+
+
+def command_list(args):
+    from zoo import registry
+
+    descriptions = registry.presets()
+    width = max(map(len, descriptions))
+    for name, description in descriptions.items():
+        print(f"{name:<{width}}  {description}")
+
+
+def command_train(args):
+    from zoo import registry
+
+    registry.get_preset(args.preset)  # an unknown preset fails before TensorFlow loads
+    from zoo.training import loop as training
+
+    out = training.train(
+        args.preset,
+        args.out or os.path.join("runs", args.preset),
+        data_spec=args.data,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        train_size=args.train_size,
+        overwrite=args.overwrite,
+        checkpoint_every_steps=args.checkpoint_every_steps,
+        strategy=args.strategy,
+        mixed_precision=args.mixed_precision,
+        jit_compile=None if args.jit_compile is None else args.jit_compile == "on",
+    )
+    print(f"run directory: {out}")
+    print((out / "metrics.json").read_text().strip())
+
+
+def evaluate_captioner(captioner, args):
+    examples = CAPTIONING.test_examples(captioner.config, args.data)[: args.limit]
+    result = captioner.evaluate(examples, beam=args.beam, length_penalty=args.length_penalty)
+    for name, value in result["scores"].items():
+        print(f"{name}: {value:.2f}" if isinstance(value, float) else f"{name}: {value}")
+    if result["localisation"] is not None:
+        print("attention localisation (words that name an object):")
+        for name, value in result["localisation"].items():
+            print(f"  {name}: {value:.3f}" if isinstance(value, float) else f"  {name}: {value}")
+
+
+def command_evaluate(args):
+    import zoo
+
+    check_run_directory(args.run_dir)  # before TensorFlow loads: a quick, quiet error
+    run = zoo.load(args.run_dir)
+    EVALUATIONS[task_for(run.config)](run, args)
+
+
+def evaluate_translator(translator, args):
+    from zoo.evaluation import bleu as evaluation
+
+    pairs = TRANSLATION.test_examples(translator.config, args.data)[: args.limit]
+    result = translator.evaluate(pairs, beam=args.beam, length_penalty=args.length_penalty)
+    print(result["bleu"])
+    print()
+    print(evaluation.format_bleu_table({translator.config["preset"]: result["by_length"]}))
+
+
+# What `zoo evaluate` prints for a run of each task.
+EVALUATIONS = {TRANSLATION: evaluate_translator, CAPTIONING: evaluate_captioner}
+
+
+def open_run(args, command):
+    """The run of `args.run_dir` for `zoo COMMAND`: refused, naming the
+    command that decodes it, if its task is another's; a bad --plot path
+    fails before decoding."""
+    import zoo
+    from zoo.evaluation import plots
+
+    check_run_directory(args.run_dir)
+    run = zoo.load(args.run_dir)
+    task = task_for(run.config)
+    if task.command != command:
+        raise UserError(f"{args.run_dir!r} is a {task.name} run: use `zoo {task.command}`")
+    if args.plot:
+        plots.prepare_output(args.plot)
+    return run
+
+
+def command_translate(args):
+    from zoo.evaluation import plots
+
+    translator = open_run(args, "translate")
+    translations = translator.translate(
+        args.sentences, beam=args.beam, length_penalty=args.length_penalty
+    )
+    for translation in translations:
+        print(translation.text)
+    if args.plot:
+        first = translations[0]
+        path = plots.plot_alignment(
+            first.alignment, first.source_pieces, first.target_pieces, args.plot
+        )
+        print(f"alignment: {path}", file=sys.stderr)
+
+
+def command_caption(args):
+    from zoo.evaluation import plots
+
+    captioner = open_run(args, "caption")
+    captions = captioner.caption_files(
+        args.images, beam=args.beam, length_penalty=args.length_penalty
+    )
+    for caption in captions:
+        print(caption.text)
+    if args.plot:
+        from zoo.data import load_image
+
+        first = captions[0]
+        words = first.words_without_eos
+        path = plots.plot_caption_attention(
+            load_image(args.images[0], captioner.image_size),
+            words,
+            first.attention[: len(words)],
+            args.plot,
+        )
+        print(f"attention: {path}", file=sys.stderr)
+
+
+def command_export(args):
+    check_run_directory(args.run_dir)  # before TensorFlow loads: a quick, quiet error
+    out = args.out or os.path.join(args.run_dir, "export", args.format)
+    if args.format == "onnx":
+        from zoo.export import onnx_export
+
+        path = onnx_export.export_onnx(args.run_dir, out, overwrite=args.overwrite)
+    else:
+        from zoo.export import saved_model as export
+
+        path = export.export_saved_model(
+            args.run_dir,
+            out,
+            beam=args.beam,
+            length_penalty=args.length_penalty,
+            max_input_length=args.max_input_length,
+            overwrite=args.overwrite,
+        )
+    print(f"{args.format}: {path}")
+
+
+def command_bench(args):
+    from zoo import bench
+
+    bench.command(args)
+
+
+def command_demo(args):
+    if args.layers:
+        from zoo.cli import layer_demo
+
+        layer_demo.run(verbose=2)
+        return
+    from zoo.cli import demo
+
+    demo.run(args.out)
+
+
+COMMANDS = {
+    "list": command_list,
+    "train": command_train,
+    "evaluate": command_evaluate,
+    "translate": command_translate,
+    "caption": command_caption,
+    "export": command_export,
+    "bench": command_bench,
+    "demo": command_demo,
+}
+
+# The commands that always run on the TensorFlow stack (tf.data, tf-text
+# tokenizers, sacrebleu, SavedModel, ONNX); `bench` needs it for some parts
+# only, which missing_modules_as_user_errors reports when they import it.
+TENSORFLOW_COMMANDS = ("train", "evaluate", "translate", "caption", "export", "demo")
+
+
+def needs_tensorflow_extra(args):
+    if args.command == "demo":
+        return not args.layers  # the layer demo runs on Keras alone
+    return args.command in TENSORFLOW_COMMANDS
+
+
+def imports_tensorflow(args):
+    """Whether the command will load TensorFlow: it needs the extra, or Keras
+    runs on its TensorFlow backend (the default when KERAS_BACKEND is unset)."""
+    if args.command == "list":
+        return False
+    if needs_tensorflow_extra(args):
+        return True
+    return (
+        os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow"
+        and importlib.util.find_spec("tensorflow") is not None
+    )
+
+
+@contextlib.contextmanager
+def _warnings_to_stderr(command):
+    """The `zoo` loggers' warnings (a resumed run, a damaged checkpoint, a
+    skipped image) as `zoo COMMAND: ...` lines on stderr, for this call only."""
+    logger = logging.getLogger("zoo")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter(f"zoo {command}: %(message)s"))
+    logger.addHandler(handler)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return USER_ERROR
+    try:
+        with _warnings_to_stderr(args.command), extras.missing_modules_as_user_errors():
+            if needs_tensorflow_extra(args):
+                extras.require()  # before a run directory or any output is made
+            if imports_tensorflow(args):
+                import_quietly("tensorflow")  # first, so that its start-up lines are held back
+            COMMANDS[args.command](args)
+    except ZooUserError as error:
+        print(f"zoo {args.command}: error: {error}", file=sys.stderr)
+        return USER_ERROR
+    except KeyboardInterrupt:
+        print(f"zoo {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return 0

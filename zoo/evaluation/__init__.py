@@ -1,0 +1,1 @@
+"""Evaluation: translation BLEU (`bleu`), caption metrics and the attention plots."""

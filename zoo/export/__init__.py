@@ -1,0 +1,1 @@
+"""Export: the SavedModel (`saved_model`) and the ONNX files with their runner."""

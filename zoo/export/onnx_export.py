@@ -1,0 +1,295 @@
+"""Export of a trained run to ONNX: an encoder graph and a decoder-step graph.
+
+TensorFlow only by nature: the graphs are traced with `tf.function` and
+converted with tf2onnx. The folder it writes is everything
+`zoo.export.onnx_runner` (or any onnxruntime client) needs:
+
+    encoder.onnx         source (int32 [B, S]) or image (float32 [B, H, W, 3])
+                         -> the decoding state, one output per state entry
+    decoder_step.onnx    previous_tokens (int32 [B]), step (int32 scalar),
+                         the state entries -> logits [B, V], attention
+                         [B, S], and new_<name> for each entry a step changes
+    source.vocab         source vocabulary (translation only)
+    target.vocab         target (or caption) vocabulary
+    manifest.json        the source's name, shape and dtype, the state
+                         names in order, which ones a step changes, each
+                         graph's inputs and outputs, the special ids, the
+                         state entry that gives the attention width, length
+                         limits (the model's, and the training max_length
+                         that cuts sources or captions), task, image size
+                         and grid, and the run's config
+
+The two graphs follow the recipes' contract (DESIGN.md, "The one
+contract", `zoo.recipes.contract`): `encode(source) -> state` and
+`decode_step(previous_tokens, state, step) -> (logits, state, attention)`,
+and the manifest holds its declarations. The source is traced with the
+model's `source_spec`, so the axes it leaves open (the batch, the source
+length) stay dynamic in every state entry that follows them: one file
+serves every batch and sentence length.
+
+Why two graphs and not the whole decoder loop: tf2onnx does turn the
+`while_loop` of `zoo.recipes.decoding.greedy_search` into an ONNX `Loop`
+(and its buffer writes through the handler below), but the result does not
+load: `keras.ops.argmax` on TensorFlow tests for -0.0 with `tf.bitcast`
+(its flush-to-zero fix), and ONNX has no bitcast operator. A loop graph
+would also fix the search (greedy or beam, the penalties, the step limit),
+whereas the step graph serves greedy and beam search alike and can be
+driven from any language.
+
+Example:
+
+>>> from zoo.export.onnx_export import export_onnx
+>>> export_onnx("runs/rnnsearch_small", "exports/rnnsearch_small")  # doctest: +SKIP
+"""
+
+import shutil
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+import tf2onnx
+from onnx import TensorProto
+from tf2onnx import utils as tf2onnx_utils
+from tf2onnx.graph_builder import GraphBuilder
+from tf2onnx.handler import tf_op
+
+import zoo
+from zoo import files
+from zoo import runs
+from zoo.errors import ZooUserError
+from zoo.tasks import check_run_directory
+from zoo.tasks import task_for
+from zoo.export.onnx_format import DECODER_STEP
+from zoo.export.onnx_format import ENCODER
+from zoo.export.onnx_format import MANIFEST
+from zoo.export.onnx_format import MANIFEST_FORMAT
+from zoo.export.onnx_format import MANIFEST_VERSION
+from zoo.export.onnx_format import NEW_STATE_PREFIX
+from zoo.recipes.contract import carried_state_keys
+
+# tf2onnx's preferred opset (`tf2onnx.constants.PREFERRED_OPSET` of the
+# pinned tf2onnx): the one its own tests cover, and one onnxruntime runs.
+OPSET = 15
+# Compute dtypes whose graphs convert but do not load in onnxruntime (see
+# `check_exportable_policy`).
+UNEXPORTABLE_COMPUTE_DTYPES = ("bfloat16",)
+
+
+class OnnxExportError(ZooUserError):
+    """A run that cannot be exported to ONNX, or an output folder in the way."""
+
+
+def export_onnx(run_dir, out, overwrite=False, opset=OPSET):
+    """Exports a run directory's model to ONNX: two graphs and a manifest.
+
+    The folder is written under a temporary name next to `out` and renamed
+    at the end, so `out` is never half-written.
+
+    Args:
+        run_dir: a run directory written by `zoo train`.
+        out: the folder to write (see the module docstring for its files).
+        overwrite: replace `out` when it exists and is not empty.
+        opset: the ONNX opset of the graphs.
+
+    Returns:
+        The `Path` of `out`.
+
+    Raises:
+        RunDirectoryError: `run_dir` is missing or incomplete.
+        OnnxExportError: `out` exists and is not empty (without
+            `overwrite`), or the model's dtype policy cannot be exported.
+    """
+    run_dir = check_run_directory(run_dir)
+    out = Path(out)
+    files.check_output_folder(out, overwrite, OnnxExportError)
+    config = runs.read_json(run_dir / runs.CONFIG)
+    model = zoo.load(run_dir).model
+    check_exportable_policy(model)
+    task = task_for(config)
+
+    with files.replacing(out, folder=True) as staging:
+        graphs = convert_model(model, staging, opset=opset)
+        for name in task.vocabularies.values():
+            shutil.copyfile(run_dir / name, staging / name)
+        runs.write_json(
+            staging / MANIFEST,
+            _manifest(model, task, config, graphs, task.vocabularies, opset),
+        )
+    return out
+
+
+def check_exportable_policy(model):
+    """Refuses a model whose layers compute in a dtype onnxruntime can't load.
+
+    `mixed_bfloat16` graphs convert, but onnxruntime rejects them on
+    loading, for want of bfloat16 kernels for some of their ops (such as
+    ReverseSequence, Conv, or Gemm mixing bfloat16 and float16); `float32`,
+    `mixed_float16` and `float16` export and run, float16 logits rounded to
+    float16. (`float64` and `bfloat16` do not build on TensorFlow's CPU
+    kernels.)
+
+    Args:
+        model: a built recipe model.
+
+    Raises:
+        OnnxExportError: naming the policy and the fix.
+    """
+    policies = sorted(
+        {
+            layer.dtype_policy.name
+            for layer in model._flatten_layers(include_self=True)
+            if keras.backend.standardize_dtype(layer.dtype_policy.compute_dtype)
+            in UNEXPORTABLE_COMPUTE_DTYPES
+        }
+    )
+    if policies:
+        raise OnnxExportError(
+            f"cannot export a model with dtype policy {', '.join(policies)} to ONNX: "
+            "onnxruntime does not load bfloat16 graphs; rebuild it with the float32 "
+            "(or mixed_float16) policy"
+        )
+
+
+def convert_model(model, folder, opset=OPSET):
+    """Converts `model.encode` and `model.decode_step` into two ONNX files.
+
+    Args:
+        model: a built recipe model (a `zoo.recipes.contract.SequenceGenerator`).
+        folder: where to write `encoder.onnx` and `decoder_step.onnx`.
+        opset: the ONNX opset.
+
+    Returns:
+        A dict describing the graphs for the manifest: `source` (the
+        model's `source_spec`), `state` (entry names, in the order of the
+        decoder's inputs), `carried_state` (the entries a step changes,
+        output as `new_<name>`), and `graphs`: the file, inputs and outputs
+        of each graph.
+    """
+    folder = Path(folder)
+    source = model.source_spec
+    source_spec = tf.TensorSpec(source.shape, source.dtype, name=source.name)
+
+    def encode(source):
+        return dict(model.encode(source, training=False))
+
+    state = _convert(encode, [source_spec], folder / ENCODER, opset)
+    names = list(state)
+    carried = carried_state_keys(model, state)
+    # The traced state's shapes: None wherever an entry follows an open axis
+    # of the source.
+    state_specs = [tf.TensorSpec(state[name].shape, state[name].dtype, name=name) for name in names]
+    token_spec = tf.TensorSpec([None], tf.int32, name="previous_tokens")
+    step_spec = tf.TensorSpec([], tf.int32, name="step")
+
+    def decode_step(previous_tokens, step, *entries):
+        logits, state, attention = model.decode_step(
+            previous_tokens, dict(zip(names, entries)), step
+        )
+        outputs = {"logits": logits, "attention": attention}
+        outputs.update({NEW_STATE_PREFIX + name: state[name] for name in carried})
+        return outputs
+
+    _convert(decode_step, [token_spec, step_spec] + state_specs, folder / DECODER_STEP, opset)
+    return {
+        "source": {"name": source.name, "shape": list(source.shape), "dtype": source.dtype},
+        "state": names,
+        "carried_state": carried,
+        "graphs": {
+            "encoder": {"file": ENCODER, "inputs": [source.name], "outputs": names},
+            "decoder_step": {
+                "file": DECODER_STEP,
+                "inputs": ["previous_tokens", "step"] + names,
+                "outputs": ["logits", "attention"] + [NEW_STATE_PREFIX + n for n in carried],
+            },
+        },
+    }
+
+
+def _convert(function, signature, path, opset):
+    """Traces `function` over `signature` into the ONNX file `path`.
+
+    Returns:
+        The traced outputs (symbolic tensors, with the shapes TensorFlow
+        inferred), in the structure `function` returns.
+    """
+    traced = tf.function(function, input_signature=signature)
+    outputs = traced.get_concrete_function().structured_outputs
+    # The trace above is cached: tf2onnx converts that same graph.
+    tf2onnx.convert.from_function(
+        traced, input_signature=signature, opset=opset, output_path=str(path)
+    )
+    return outputs
+
+
+def _manifest(model, task, config, graphs, vocabularies, opset):
+    return {
+        "format": MANIFEST_FORMAT,
+        "version": MANIFEST_VERSION,
+        "opset": opset,
+        "task": task.name,
+        "preset": config.get("preset"),
+        "recipe": config["recipe"],
+        "vocabularies": vocabularies,
+        "pad_id": model.pad_id,
+        "bos_id": model.bos_id,
+        "eos_id": model.eos_id,
+        "attention_state_key": model.attention_state_key,
+        "max_target_length": model.max_target_length,
+        "max_source_length": getattr(model, "max_source_length", None),
+        # Sources are cut to it (translation), or captions to it (captioning),
+        # as the Python API does.
+        "training_max_length": config.get("training", {}).get("max_length"),
+        "image_size": model.image_size,
+        "grid_shape": None if model.grid_shape is None else list(model.grid_shape),
+        "config": config,
+        **graphs,
+    }
+
+
+# tf2onnx has no handler for XlaDynamicUpdateSlice, the op behind
+# `keras.ops.slice_update` on TensorFlow (the Transformer's key/value cache
+# write, the search buffers' step writes). It is ScatterND with one index
+# per element of the update: the start, clamped as XLA clamps it so that the
+# update fits, plus each element's position in the update.
+@tf_op("XlaDynamicUpdateSlice")
+class _DynamicUpdateSlice:
+    @classmethod
+    def version_13(cls, ctx, node, **kwargs):
+        operand, update, start = node.input
+        rank = ctx.get_rank(operand)
+        tf2onnx_utils.make_sure(rank is not None, "XlaDynamicUpdateSlice needs a known rank")
+
+        def const(value):
+            name = tf2onnx_utils.make_name("dynamic_update_slice")
+            return ctx.make_const(name, np.array(value, np.int64)).output[0]
+
+        def op(op_type, *inputs, **attr):
+            return ctx.make_node(op_type, list(inputs), attr=attr).output[0]
+
+        operand_shape = op("Shape", operand)
+        update_shape = op("Shape", update)
+        start = op("Cast", start, to=TensorProto.INT64)
+        room = op("Sub", operand_shape, update_shape)
+        start = op("Max", op("Min", start, room), const([0] * rank))
+        builder = GraphBuilder(ctx)
+        coordinates = []
+        for axis in range(rank):
+            begin = op("Gather", start, const(axis))
+            end = op("Add", begin, op("Gather", update_shape, const(axis)))
+            positions = op("Range", begin, end, const(1))
+            shape = [1] * rank
+            shape[axis] = -1
+            positions = op("Expand", op("Reshape", positions, const(shape)), update_shape)
+            coordinates.append(builder.make_unsqueeze({"data": positions, "axes": [-1]}))
+        indices = op("Concat", *coordinates, axis=-1)
+        shapes, dtypes = node.output_shapes, node.output_dtypes
+        ctx.remove_node(node.name)
+        ctx.make_node(
+            "ScatterND",
+            [operand, indices, update],
+            outputs=node.output,
+            name=node.name,
+            shapes=shapes,
+            dtypes=dtypes,
+        )

@@ -1,0 +1,69 @@
+"""The one way zoo writes its outputs, and the one check of an output folder.
+
+A file or folder is written under a hidden temporary name beside its place
+(the same file system, so the rename is atomic) and renamed into place when
+complete, so a crash never leaves a half-written one and a reader sees
+either the old output or the new one. Keras-free: the command line uses it
+before TensorFlow loads.
+"""
+
+import contextlib
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+
+def _sibling(path, kind):
+    # The name ends with the final one, whose suffix some writers need
+    # (Keras' `save_weights` wants `.weights.h5`).
+    return path.with_name(f".{kind}-{uuid.uuid4().hex}.{path.name}")
+
+
+@contextlib.contextmanager
+def replacing(path, folder=False):
+    """Yields a temporary path beside `path` to write; once the block ends
+    without an error it is renamed to `path`, else removed.
+
+    Args:
+        path: the file (or, with `folder`, the folder) to write.
+        folder: yield a new empty folder rather than a file name (its
+            parents are made); an existing folder at `path` is moved aside
+            and removed after the rename. Made with `mkdir` (the umask's permissions, unlike
+            `tempfile.mkdtemp`'s owner-only ones, so that a model server
+            running as another user can read an export).
+    """
+    path = Path(path)
+    temporary = _sibling(path, "tmp")
+    if folder:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary.mkdir()
+    try:
+        yield temporary
+        if folder and path.exists():
+            retired = _sibling(path, "old")
+            os.replace(path, retired)
+            os.replace(temporary, path)
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            os.replace(temporary, path)
+    except BaseException:
+        if temporary.is_dir():
+            shutil.rmtree(temporary, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                temporary.unlink()
+        raise
+
+
+def check_output_folder(out, overwrite, error):
+    """Refuses an output folder that is a file, or that holds anything
+    without `overwrite`, raising `error` (a `ZooUserError` class)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise error(f"output {str(out)!r} exists and is not a folder; choose another --out")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise error(
+            f"output folder {str(out)!r} already exists and is not empty; choose another "
+            "--out or pass --overwrite (overwrite=True in Python)"
+        )

@@ -1,0 +1,1 @@
+"""Inference: a trained run reopened as a `Translator` or a `Captioner`."""

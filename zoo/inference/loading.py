@@ -1,0 +1,35 @@
+"""The one loader: a run directory of `zoo train` reopened as its task's
+inference wrapper (`zoo.load`)."""
+
+from zoo import registry
+from zoo import runs
+from zoo.tasks import check_run_directory
+from zoo.tasks import task_for
+
+
+def build_model(config):
+    """The model of a run's config, built, with random weights."""
+    model = registry.recipe_class(config["recipe"])(**config["model"])
+    model.build()
+    return model
+
+
+def load(run_dir):
+    """A run directory reopened: a `zoo.inference.translator.Translator`, or a
+    `zoo.inference.captioner.Captioner` for a captioning recipe."""
+    from zoo.data import TextTokenizer  # TensorFlow-based: loaded only here
+
+    run_dir = check_run_directory(run_dir)
+    config = runs.read_json(run_dir / runs.CONFIG)
+    task = task_for(config)
+    model = build_model(config)
+    try:
+        model.load_weights(run_dir / runs.WEIGHTS)
+    except (OSError, ValueError) as error:
+        raise runs.RunDirectoryError(
+            f"cannot load the weights in {run_dir / runs.WEIGHTS}: {error}"
+        ) from None
+    tokenizers = {
+        role: TextTokenizer.load(run_dir / name) for role, name in task.vocabularies.items()
+    }
+    return task.open(model, tokenizers, config)

@@ -1,0 +1,69 @@
+"""The one compiled-search cache of the inference wrappers, and the
+compilation it caches (`compile_inference`)."""
+
+import keras
+
+from zoo.recipes import decoding
+
+
+def compiled_search(model, beam, length_penalty, coverage_penalty=0.0, max_length=None):
+    """Greedy (`beam=1`) or beam search of `model`, compiled as one function
+    of the source batch (see `compile_inference`)."""
+    if beam > 1:
+
+        def search(source):
+            return decoding.beam_search(
+                model,
+                source,
+                beam_width=beam,
+                length_penalty=length_penalty,
+                coverage_penalty=coverage_penalty,
+                max_length=max_length,
+            )
+
+    else:
+
+        def search(source):
+            return decoding.greedy_search(model, source, max_length=max_length)
+
+    return compile_inference(search)
+
+
+def compile_inference(function):
+    """`function` compiled to one graph where the backend can (TF, JAX).
+
+    Decoding is a `while_loop` of small steps: run eagerly, each step pays
+    Python and dispatch overhead; compiled, the loop runs in the runtime.
+    """
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(function, reduce_retracing=True)
+    if backend == "jax":
+        import jax
+
+        return jax.jit(function)
+    return function
+
+
+class SearchCache:
+    """Mixin of the inference wrappers: `cached_search` builds the search of
+    `self.model` for a setting once and reuses it, since a compiled search
+    traces (and compiles) again each time it is built.
+
+    The wrapper's `__init__` sets `self._searches = {}`. A subclass whose
+    model needs another search sets `make_search`, a function `(model,
+    beam, length_penalty, coverage_penalty, max_length)` returning a
+    function of the source batch.
+    """
+
+    make_search = staticmethod(compiled_search)
+
+    def cached_search(self, beam, length_penalty, coverage_penalty=0.0, max_length=None):
+        key = (beam, length_penalty, coverage_penalty, max_length)
+        if key not in self._searches:
+            self._searches[key] = self.make_search(
+                self.model, beam, length_penalty, coverage_penalty, max_length
+            )
+        return self._searches[key]

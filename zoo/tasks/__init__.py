@@ -1,0 +1,47 @@
+"""The tasks a recipe is trained for, as objects: translation and captioning.
+
+Each `Task` knows what its data, run directory, inference wrapper and metrics
+need (see `zoo.tasks.base.Task`), so that the modules around it ask the task
+instead of testing its name; `task_for` finds the task of a preset, a run's
+config or an ONNX export's manifest. Keras-free at import: the command line
+checks a run directory with it before TensorFlow loads.
+"""
+
+from pathlib import Path
+
+from zoo import registry
+from zoo import runs
+from zoo.tasks.captioning import CAPTIONING
+from zoo.tasks.translation import TRANSLATION
+
+TASKS = {task.name: task for task in (TRANSLATION, CAPTIONING)}
+
+
+def task_for(description):
+    """The `Task` of `description`: a task name, or a dict with a "task"
+    entry (a run's config.json, an ONNX manifest) or a "recipe" (a preset).
+    A config that names neither is translation's, as runs were before the
+    task was written down."""
+    if isinstance(description, str):
+        return TASKS[description]
+    if "task" in description:
+        return TASKS[description["task"]]
+    if "recipe" in description:
+        return TASKS[registry.task_of(description["recipe"])]
+    return TRANSLATION
+
+
+def check_run_directory(run_dir):
+    """The run directory as a Path, or a one-line error saying what is missing."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise runs.RunDirectoryError(f"run directory {str(run_dir)!r} does not exist")
+    config = run_dir / runs.CONFIG
+    task = task_for(runs.read_json(config)) if config.is_file() else TRANSLATION
+    missing = [name for name in task.run_files if not (run_dir / name).is_file()]
+    if missing:
+        raise runs.RunDirectoryError(
+            f"run directory {str(run_dir)!r} is incomplete: missing "
+            f"{', '.join(missing)} (did its training finish?)"
+        )
+    return run_dir

@@ -1,0 +1,116 @@
+"""What every task is: the `Task` base of translation and captioning, and
+the `TaskData` a task gives training."""
+
+from zoo import runs
+from zoo.errors import ZooUserError
+
+
+class TaskData:
+    """What training needs from a task's data (see `Task.prepare_data`)."""
+
+    def __init__(self, train_data, valid_data, vocabularies, examples, evaluate):
+        # epochs (a range, or None for one) -> tf.data of ({inputs}, target_out)
+        # batches; see `zoo.data.pipeline.epoch_batches`.
+        self.train_data = train_data
+        self.valid_data = valid_data
+        self.vocabularies = vocabularies  # model config entries
+        self.examples = examples  # {"train_pairs": N} or {"train_images": N, ...}
+        self.evaluate = evaluate  # (model, config) -> metrics dict, or None
+
+
+class Task:
+    """A task a recipe is trained for: its data, run directory, inference
+    wrapper and metrics. Subclasses set the attributes and the methods that
+    raise NotImplementedError here."""
+
+    # config.json's and the ONNX manifest's "task".
+    name = None
+    # The `zoo` command that decodes a run of this task.
+    command = None
+    # Role -> file name of the run's vocabularies, in the order the task's
+    # inference wrapper takes its tokenizers.
+    vocabularies = {}
+    # What the error calls the embedded data a run was trained on.
+    synthetic_data = None
+
+    @property
+    def run_files(self):
+        """The files a finished run directory of this task holds."""
+        return (runs.CONFIG, *self.vocabularies.values(), runs.WEIGHTS)
+
+    def load_splits(self, training):
+        """(train, valid, test) examples for a preset's training settings.
+
+        `training["data"]` is "synthetic" (the embedded data) or a corpus
+        spec; from a real corpus the last `valid_size` examples are held out
+        for validation and there is no test split (evaluate with `zoo
+        evaluate DIR --data TEST`).
+        """
+        if training["data"] == "synthetic":
+            splits = self.synthetic_splits(training)
+            return splits["train"], splits["valid"], splits["test"]
+        return hold_out_validation(self.read_examples(training["data"]), training)
+
+    def synthetic_splits(self, training):
+        """{"train", "valid", "test"}: the embedded data's splits."""
+        raise NotImplementedError
+
+    def read_examples(self, data_spec):
+        """The examples of the corpus spec `data_spec`."""
+        raise NotImplementedError
+
+    def prepare_data(self, training, splits, out, drop_remainder=False, fixed_shapes=False):
+        """`splits` made into the `TaskData` training reads; the run's
+        vocabularies are learned (or reloaded when resuming) into `out`."""
+        raise NotImplementedError
+
+    def wrapper(self):
+        """The inference class of a run of this task (`Translator`, `Captioner`)."""
+        raise NotImplementedError
+
+    def speed_metrics(self, epochs_run, task_data, seconds):
+        """Task-specific throughput figures of a training, for metrics.json."""
+        return {}
+
+    def open(self, model, tokenizers, config, wrapper=None):
+        """`model` with its tokenizers ({role: tokenizer}) as the task's
+        inference wrapper, or as `wrapper` (a class taking the same arguments)."""
+        wrapper = wrapper or self.wrapper()
+        return wrapper(model, *(tokenizers[role] for role in self.vocabularies), config)
+
+    def test_examples(self, config, data_spec):
+        """The test set `zoo evaluate` scores a run on: `data_spec`'s corpus,
+        else the synthetic test split the run was trained beside."""
+        if data_spec:
+            return self.read_examples(data_spec)
+        settings = config["training"]
+        if settings["data"] != "synthetic":
+            raise ZooUserError(
+                f"this run was not trained on the synthetic {self.synthetic_data}: "
+                "name its test set with --data"
+            )
+        return self.load_splits(settings)[2]
+
+    def __repr__(self):
+        return f"<task {self.name}>"
+
+
+def hold_out_validation(examples, training):
+    """A real corpus: the last `valid_size` examples (at most a tenth) for
+    validation, at most `train_size` before them for training, no test."""
+    valid_size = min(training.get("valid_size", 500), len(examples) // 10)
+    if training.get("train_size"):
+        examples = examples[: training["train_size"] + valid_size]
+    return examples[: len(examples) - valid_size], examples[len(examples) - valid_size :], []
+
+
+def run_tokenizer(path, sentences, training):
+    """The run's tokenizer at `path`: learned from `sentences` and saved, or
+    reloaded when a resumed run saved it already (the same either way)."""
+    from zoo import data  # TensorFlow-based: loaded only here
+
+    if path.is_file():
+        return data.TextTokenizer.load(path)
+    tokenizer = data.TextTokenizer.train(sentences, training["vocabulary_size"])
+    tokenizer.save(path)
+    return tokenizer

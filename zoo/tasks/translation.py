@@ -1,0 +1,90 @@
+"""Translation: text in, text out, scored with BLEU."""
+
+import functools
+
+from zoo import runs
+from zoo.tasks.base import Task
+from zoo.tasks.base import TaskData
+from zoo.tasks.base import run_tokenizer
+
+
+class Translation(Task):
+    name = "translation"
+    command = "translate"
+    vocabularies = {"source": runs.SOURCE_VOCABULARY, "target": runs.TARGET_VOCABULARY}
+    synthetic_data = "corpus"
+
+    def synthetic_splits(self, training):
+        """The embedded corpus's pairs."""
+        from zoo import data
+
+        sizes = (training["train_size"], training["valid_size"], training["test_size"])
+        return data.synthetic_splits(*sizes, seed=training.get("seed", 0))
+
+    def read_examples(self, data_spec):
+        """The (source, target) pairs of a corpus spec (`zoo.data.read_corpus`)."""
+        from zoo import data
+
+        return data.read_corpus(data_spec).pairs
+
+    def wrapper(self):
+        from zoo.inference.translator import Translator
+
+        return Translator
+
+    def prepare_data(self, training, splits, out, drop_remainder=False, fixed_shapes=False):
+        from zoo import data
+
+        train_pairs, valid_pairs, test_pairs = splits
+        source_tokenizer = run_tokenizer(
+            out / runs.SOURCE_VOCABULARY, [s for s, _ in train_pairs], training
+        )
+        target_tokenizer = run_tokenizer(
+            out / runs.TARGET_VOCABULARY, [t for _, t in train_pairs], training
+        )
+
+        def encode(pairs):
+            # Once per split: a training asks for its batches several times (to
+            # count them, for each `fit`, to count the tokens).
+            return data.encode_pairs(
+                pairs,
+                source_tokenizer,
+                target_tokenizer,
+                max_source_length=training["max_length"],
+                max_target_length=training["max_length"],
+            )
+
+        def dataset(encoded, shuffle, epochs=None):
+            return data.make_translation_dataset(
+                encoded,
+                source_tokenizer,
+                target_tokenizer,
+                batch_size=training["batch_size"],
+                shuffle=shuffle,
+                seed=training.get("seed", 0),
+                epochs=epochs,
+                drop_remainder=drop_remainder,
+                pad_to_bucket_boundary=fixed_shapes,
+            )
+
+        def evaluate(model, config):
+            translator = self.wrapper()(model, source_tokenizer, target_tokenizer, config)
+            result = translator.evaluate(test_pairs)
+            return {
+                "test_bleu": result["bleu"].score,
+                "test_bleu_signature": result["bleu"].signature,
+            }
+
+        return TaskData(
+            functools.partial(dataset, encode(train_pairs), True),
+            dataset(encode(valid_pairs), shuffle=False) if valid_pairs else None,
+            {
+                "source_vocabulary_size": source_tokenizer.vocabulary_size,
+                "target_vocabulary_size": target_tokenizer.vocabulary_size,
+            },
+            {"train_pairs": len(train_pairs)},
+            evaluate if test_pairs else None,
+        )
+
+
+TRANSLATION = Translation()

@@ -1,0 +1,419 @@
+"""Training a preset into a run directory (TensorFlow data pipeline, any backend)."""
+
+import collections
+import functools
+import json
+import logging
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+
+from zoo.training import checkpoints
+from zoo.training import distributed
+from zoo import registry
+from zoo import runs
+from zoo.errors import ZooUserError
+from zoo.tasks import task_for
+from zoo.recipes.seq2seq import default_jit_compile
+
+
+logger = logging.getLogger(__name__)
+
+
+class TrainingError(ZooUserError):
+    """A training request that can't be carried out (bad option, run exists)."""
+
+
+def learning_rate_schedule(training, batches_per_epoch):
+    """Cosine decay from the preset's rate to a tenth of it over the run.
+
+    A constant rate learns the synthetic corpus fast but then wanders away
+    from the minimum it found, so the rate decays as the run goes on.
+    """
+    return keras.optimizers.schedules.CosineDecay(
+        training["learning_rate"],
+        decay_steps=max(1, training["epochs"] * batches_per_epoch),
+        alpha=0.1,
+    )
+
+
+def _open_run_directory(out, overwrite, preset, training):
+    """The run directory, and whether it holds an unfinished run to resume.
+
+    An empty or missing directory starts a new run; so does any directory
+    with `overwrite`. A directory holding an unfinished run (no final
+    weights) of the same preset and training settings is resumed. Anything
+    else is refused with a one-line error.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        # Refused with --overwrite too: a run replaces a folder, never a file.
+        raise TrainingError(f"--out {str(out)!r} is a file, not a folder; choose another --out")
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        config_path = out / runs.CONFIG
+        if not config_path.is_file():
+            raise TrainingError(
+                f"run directory {str(out)!r} already exists and is not empty; "
+                "choose another --out or pass --overwrite"
+            )
+        if (out / runs.WEIGHTS).is_file():
+            raise TrainingError(
+                f"run directory {str(out)!r} already holds a finished run; "
+                "choose another --out or pass --overwrite"
+            )
+        previous = runs.read_json(config_path)
+        if previous.get("preset") != preset or previous.get("training") != training:
+            changed = sorted(
+                key
+                for key in set(training) | set(previous.get("training", {}))
+                if training.get(key) != previous.get("training", {}).get(key)
+            )
+            raise TrainingError(
+                f"run directory {str(out)!r} holds an unfinished run of "
+                f"{previous.get('preset')!r} with other settings "
+                f"({', '.join(changed) or 'preset'}); resume it with the same "
+                "options, or choose another --out, or pass --overwrite"
+            )
+        return out, True
+    if out.exists() and overwrite:
+        shutil.rmtree(out)
+    try:
+        (out / runs.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise TrainingError(
+            f"cannot create the run directory {str(out)!r}: {error.strerror}; choose another --out"
+        ) from None
+    return out, False
+
+
+def write_untrained_run(
+    out, preset, target_tokenizer, source_tokenizer=None, model_overrides=None, training_overrides=None
+):
+    """A complete run directory of `preset` holding the model's initial weights.
+
+    For what needs a run directory but not a trained model: export checks
+    (the exported graphs and the Python API must agree on any weights) and
+    latency benchmarks. Untrained, a model decodes every input to its step
+    limit.
+
+    Args:
+        out: the run directory to write (created; must not exist yet).
+        preset: a preset name.
+        target_tokenizer: the target (or caption) `TextTokenizer`.
+        source_tokenizer: the source `TextTokenizer` (translation only).
+        model_overrides: optional dict of model config entries (e.g. tiny sizes).
+        training_overrides: optional dict of training settings (e.g.
+            `max_length`, which bounds the inputs the Python API reads).
+
+    Returns:
+        The run directory, a `Path`.
+    """
+    from zoo.inference.loading import build_model
+
+    settings = registry.get_preset(preset)
+    task = task_for(settings)
+    out = Path(out)
+    out.mkdir(parents=True)
+    model = {**settings["model"], **(model_overrides or {})}
+    tokenizers = {"source": source_tokenizer, "target": target_tokenizer}
+    for role, name in task.vocabularies.items():
+        tokenizers[role].save(out / name)
+        model[f"{role}_vocabulary_size"] = tokenizers[role].vocabulary_size
+    config = {
+        "preset": preset,
+        "recipe": settings["recipe"],
+        "task": task.name,
+        "model": model,
+        "training": {**settings["training"], **(training_overrides or {})},
+    }
+    runs.write_json(out / runs.CONFIG, config)
+    runs.save_weights(build_model(config), out / runs.WEIGHTS)
+    return out
+
+
+def _count_target_tokens(dataset):
+    return int(sum(np.count_nonzero(targets) for _, targets in dataset.as_numpy_iterator()))
+
+
+def compiled_batch_shapes(preset):
+    """How a train step compiled per batch shape sees `preset`'s training
+    data on TensorFlow (batches padded to fixed shapes, see `train`).
+
+    Returns:
+        `(shapes, batches)`: the number of distinct batch shapes in one
+        epoch, and the number of batches in it.
+    """
+    settings = registry.get_preset(preset)
+    # Presets that share their training settings share the answer: `zoo bench
+    # train` asks for every preset, and each answer builds the data anew.
+    return _compiled_batch_shapes(
+        task_for(settings), json.dumps(settings["training"], sort_keys=True)
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_batch_shapes(task, training_json):
+    import tensorflow as tf
+
+    training = json.loads(training_json)
+    splits = task.load_splits(training)
+    with tempfile.TemporaryDirectory() as folder:
+        epoch = task.prepare_data(training, splits, Path(folder), fixed_shapes=True).train_data(None)
+        shapes = collections.Counter(
+            tuple(tuple(tensor.shape) for tensor in tf.nest.flatten(batch)) for batch in epoch
+        )
+    return len(shapes), sum(shapes.values())
+
+
+def train(
+    preset,
+    out,
+    data_spec=None,
+    epochs=None,
+    batch_size=None,
+    train_size=None,
+    overwrite=False,
+    verbose="auto",
+    evaluate_test=True,
+    checkpoint_every_steps=None,
+    strategy=None,
+    mixed_precision=None,
+    jit_compile=None,
+):
+    """Trains preset `preset` and writes its run directory `out`.
+
+    Checkpoints (model and optimizer) are written after every epoch, and
+    every `checkpoint_every_steps` batches when asked (`zoo.training.checkpoints`).
+    Called again with the same `out` and the same settings after a crash,
+    it resumes from the newest intact checkpoint: finished epochs are not
+    run again, the optimizer state (with its step count, which drives the
+    learning-rate schedule) is restored, and each epoch's batches come in
+    the same order as in an uninterrupted run.
+
+    Args:
+        preset: a preset name (`zoo.presets()`).
+        out: the run directory to write (or to resume).
+        data_spec: None for the preset's data, "synthetic", or a corpus spec
+            (translation: `"train.en.gz,train.de.gz"` or a TSV file;
+            captioning: `"captions.txt,images/[,split.txt]"` or
+            `"captions.json,images/"`).
+        epochs, batch_size, train_size: override the preset's settings
+            (`train_size` counts sentence pairs, or images for captioning).
+        overwrite: replace an existing run directory instead of resuming.
+        verbose: Keras `fit` verbosity ("auto": a progress bar).
+        evaluate_test: when the data has a test split, decode it greedily
+            and record its scores in metrics.json.
+        checkpoint_every_steps: optional int >= 1, also checkpoint every
+            this many batches inside an epoch.
+        strategy: None or a name of `zoo.training.distributed.STRATEGIES` ("auto",
+            "one-device", "mirrored", "multi-worker", "data-parallel"), or
+            a strategy object; `batch_size` is the global batch, split
+            across the replicas. Under "multi-worker" only the chief writes
+            `out`.
+        mixed_precision: None (float32), "bfloat16" or "float16".
+        jit_compile: None (the preset's setting, else the recipe's default
+            on this backend: `recipes.seq2seq.default_jit_compile`), or a
+            bool for Keras' `compile(jit_compile=...)`. A train step that
+            XLA compiles on TensorFlow gets batches of a few fixed shapes
+            (padded to their length bucket's boundary), since XLA compiles
+            once per shape.
+
+    Returns:
+        The run directory, a `Path`.
+
+    Raises:
+        TrainingError: `out` holds a finished run, or an unfinished one with
+            other settings, or something else (without `overwrite`).
+    """
+    if checkpoint_every_steps is not None and (
+        not isinstance(checkpoint_every_steps, int) or checkpoint_every_steps < 1
+    ):
+        raise TrainingError(
+            "checkpoint_every_steps must be None or an int >= 1; "
+            f"received {checkpoint_every_steps!r}"
+        )
+    strategy = distributed.make_strategy(strategy)
+    distributed.check_precision(mixed_precision)
+    settings = registry.get_preset(preset)
+    training = dict(settings["training"])
+    for key, value in (
+        ("data", data_spec),
+        ("epochs", epochs),
+        ("batch_size", batch_size),
+        ("train_size", train_size),
+        ("jit_compile", jit_compile),
+    ):
+        if value is not None:
+            training[key] = value
+    task = task_for(settings)
+    splits = task.load_splits(training)
+    # Every batch the same size, split evenly over the devices, where the
+    # strategy needs it (each length bucket's last, smaller batch is then
+    # left out of its epoch; the shuffle leaves out other pairs each epoch).
+    equal_batches = distributed.equal_batches_required(strategy)
+    if equal_batches and training["batch_size"] % distributed.replica_count(strategy):
+        raise TrainingError(
+            f"batch size {training['batch_size']} does not split over the "
+            f"{distributed.replica_count(strategy)} devices of --strategy data-parallel; "
+            "choose a --batch-size they divide"
+        )
+    out, resuming = _open_run_directory(
+        distributed.worker_run_directory(out, strategy), overwrite, preset, training
+    )
+    recipe = registry.recipe_class(settings["recipe"])
+    jit = training.get("jit_compile")
+    jit = default_jit_compile(recipe) if jit is None else jit
+    task_data = task.prepare_data(
+        training,
+        splits,
+        out,
+        drop_remainder=equal_batches,
+        fixed_shapes=jit and keras.backend.backend() == "tensorflow",
+    )
+    batches_per_epoch = int(task_data.train_data(None).cardinality())
+    if batches_per_epoch == 0:
+        if not resuming:
+            shutil.rmtree(out)
+        raise TrainingError(
+            f"no full batch of {training['batch_size']} in the training data; "
+            "choose a smaller --batch-size"
+        )
+
+    model_config = {**settings["model"], **task_data.vocabularies}
+    config = {
+        "preset": preset,
+        "recipe": settings["recipe"],
+        "task": task.name,
+        "model": model_config,
+        "training": training,
+        "backend": keras.backend.backend(),
+        "keras_version": keras.__version__,
+        **distributed.describe(strategy, mixed_precision),
+    }
+    if not resuming:
+        runs.write_json(out / runs.CONFIG, config)
+    # The run's seed draws the initial weights and the dropout masks too, so
+    # two runs of the same settings train alike (a resumed run then restores
+    # both from its checkpoint).
+    keras.utils.set_random_seed(training.get("seed", 0))
+    with distributed.precision_policy(mixed_precision), distributed.strategy_scope(strategy):
+        model = recipe(**model_config)
+        model.compile(
+            optimizer=keras.optimizers.Adam(
+                learning_rate_schedule(training, batches_per_epoch),
+                clipnorm=training.get("clipnorm"),
+            ),
+            loss=distributed.TokenCrossentropy(),
+            jit_compile=jit,
+        )
+        checkpoint = _resume(model, out, training["epochs"]) if resuming else None
+    epochs_done, steps_done = (
+        (checkpoint.epochs_done, checkpoint.steps_done) if checkpoint else (0, 0)
+    )
+
+    started = time.monotonic()
+    history = _fit_remaining(
+        model,
+        strategy,
+        task_data,
+        out,
+        training["epochs"],
+        batches_per_epoch,
+        epochs_done,
+        steps_done,
+        verbose,
+        checkpoint_every_steps,
+    )
+    seconds = time.monotonic() - started
+    runs.save_weights(model, out / runs.WEIGHTS)
+
+    epochs_run = training["epochs"] - epochs_done - steps_done / batches_per_epoch
+    one_epoch = task_data.train_data(None)
+    metrics = {
+        "train_seconds": round(seconds, 1),
+        "target_tokens_per_second": round(
+            epochs_run * _count_target_tokens(one_epoch) / seconds, 1
+        ),
+        **task_data.examples,
+        **distributed.describe(strategy, mixed_precision),
+        **history,
+    }
+    if checkpoint:
+        metrics["resumed_from"] = checkpoint.name
+    metrics.update(task.speed_metrics(epochs_run, task_data, seconds))
+    if evaluate_test and task_data.evaluate is not None:
+        metrics.update(task_data.evaluate(model, config))
+    runs.write_json(out / runs.METRICS, metrics)
+    return out
+
+
+def _resume(model, out, epochs):
+    """Restores the newest intact checkpoint of `out` into `model`, or None."""
+    checkpoint = checkpoints.latest_checkpoint(out / runs.CHECKPOINTS)
+    if checkpoint is None:
+        logger.warning("resuming %s: no complete checkpoint yet, starting from the beginning", out)
+        return None
+    model.build()
+    try:
+        checkpoints.restore(model, checkpoint)
+    except (OSError, ValueError) as error:
+        raise TrainingError(
+            f"cannot restore checkpoint {checkpoint.weights}: {error}; "
+            "delete it to resume from the one before, or pass --overwrite"
+        ) from None
+    logger.warning("resuming %s from checkpoint %s", out, checkpoint.describe(epochs))
+    _keep_history_rows(out / runs.HISTORY, checkpoint.epochs_done)
+    return checkpoint
+
+
+def _keep_history_rows(path, epochs_done):
+    """Cuts history.csv to its header and the rows of the epochs done, so
+    that a resumed run appends each epoch once."""
+    if path.is_file():
+        lines = path.read_text().splitlines(keepends=True)
+        path.write_text("".join(lines[: 1 + epochs_done]))
+
+
+def _fit_remaining(
+    model, strategy, task_data, out, epochs, batches_per_epoch, epochs_done, steps_done,
+    verbose, checkpoint_every_steps,
+):
+    """Fits the epochs (and the rest of an epoch) not done yet.
+
+    Returns:
+        dict, each logged metric's last value (empty when nothing was left).
+    """
+    # Keras epochs have a fixed number of steps, so the rest of an epoch
+    # interrupted inside is a `fit` of its own, before the whole ones.
+    parts = []
+    if steps_done:
+        parts.append((epochs_done, steps_done))
+        epochs_done += 1
+    if epochs_done < epochs:
+        parts.append((epochs_done, 0))
+    last = {}
+    for first_epoch, first_step in parts:
+        last_epoch = first_epoch + 1 if first_step else epochs
+        train_data = task_data.train_data(range(first_epoch, last_epoch)).skip(first_step)
+        history = distributed.fit(
+            model,
+            train_data,
+            strategy=strategy,
+            validation_data=task_data.valid_data,
+            initial_epoch=first_epoch,
+            epochs=last_epoch,
+            steps_per_epoch=batches_per_epoch - first_step,
+            verbose=verbose,
+            callbacks=[
+                checkpoints.CheckpointCallback(
+                    out / runs.CHECKPOINTS, checkpoint_every_steps, first_step
+                ),
+                keras.callbacks.CSVLogger(str(out / runs.HISTORY), append=True),
+            ],
+        )
+        last.update({key: float(values[-1]) for key, values in history.history.items()})
+    return last
