@@ -1,4 +1,8 @@
-"""Keras' multi-head attention, with a key/value cache for step decoding."""
+"""Keras' multi-head attention, with a key/value cache for step decoding.
+
+Over 500 lines: one public layer a file, and most of it is that one class's
+docstring, its argument checks and the cached step path Keras lacks.
+"""
 
 import keras
 from keras import ops

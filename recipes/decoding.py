@@ -1,5 +1,9 @@
 """Greedy and beam search, written once in `keras.ops` for every recipe.
 
+Over 500 lines: the two searches share their result, their step limit and
+their token helpers, and beam search's scorer, update and back-tracking are
+private parts of one algorithm.
+
 Both searches use only the contract that every sequence-generating recipe
 offers, `zoo.recipes.contract.SequenceGenerator` (see DESIGN.md, "The one
 contract between recipes, decoding and export"):

@@ -1,4 +1,8 @@
-"""The Transformer: Vaswani et al. (2017), attention is all you need."""
+"""The Transformer: Vaswani et al. (2017), attention is all you need.
+
+Over 500 lines: the encoder and decoder blocks are private to this recipe
+(no other model uses them), so they stay beside it.
+"""
 
 import math
 
