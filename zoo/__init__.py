@@ -34,6 +34,6 @@ def build(name, **overrides):
 def load(run_dir):
     """A run directory of `zoo train`, reopened: a `zoo.inference.translator.Translator`,
     or a `zoo.inference.captioner.Captioner` for a captioning recipe."""
-    from zoo.inference import loading
+    from zoo.tasks import loading
 
     return loading.load(run_dir)

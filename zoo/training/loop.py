@@ -112,7 +112,7 @@ def write_untrained_run(
     Returns:
         The run directory, a `Path`.
     """
-    from zoo.inference.loading import build_model
+    from zoo.tasks.loading import build_model
 
     settings = registry.get_preset(preset)
     task = task_for(settings)
