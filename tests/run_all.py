@@ -31,10 +31,26 @@ RUNS = {
 NO_TESTS_COLLECTED = 5
 
 
-def start_run(name, extra_args, report, log):
+def jax_compilation_cache(folder):
+    """jax's persistent compilation cache in `folder`, for every compilation.
+
+    Keras gives each new model new jitted functions, which jax compiles anew
+    even when the program is one it compiled for an earlier test; the
+    persistent cache is keyed by the program, so those tests reuse it.
+    """
+    return {
+        "JAX_COMPILATION_CACHE_DIR": folder,
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+    }
+
+
+def start_run(name, extra_args, report, log, jax_cache):
     """Starts the pytest run `name` of RUNS; its output goes to the file `log`."""
     backend, run_args, run_env = RUNS[name]
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2", **run_env)
+    if backend == "jax":
+        env.update(jax_compilation_cache(jax_cache))
     command = [
         sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
         f"--junitxml={report}", *run_args, *extra_args,
@@ -64,7 +80,8 @@ def main(argv):
         for name in RUNS:
             log = open(os.path.join(reports, f"{name}.log"), "w+")
             report = os.path.join(reports, f"{name}.xml")
-            runs[name] = (start_run(name, argv, report, log), log, report)
+            jax_cache = os.path.join(reports, "jax-cache")
+            runs[name] = (start_run(name, argv, report, log, jax_cache), log, report)
         pending = dict(runs)
         while pending:
             for name, (process, log, _) in list(pending.items()):
