@@ -50,7 +50,11 @@ class AttentionDecoder(keras.layers.Layer):
 
     def __init__(self, cell, attention, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(cell, (list, tuple)):
+        if isinstance(cell, (list, tuple)) and len(cell) == 1:
+            # keras' StackedRNNCells returns a lone cell's states unnested,
+            # a carry structure JAX's scan refuses; one cell needs no stack.
+            cell = cell[0]
+        elif isinstance(cell, (list, tuple)):
             cell = keras.layers.StackedRNNCells(list(cell), dtype=self.dtype_policy)
         if not (isinstance(cell, keras.layers.Layer) and hasattr(cell, "state_size")):
             raise ValueError(

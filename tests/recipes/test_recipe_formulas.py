@@ -197,6 +197,39 @@ def test_luong_stacked_lstm_attentional_state_and_input_feeding(input_feeding):
     assert_close(logits, np.stack(expected_logits, axis=1), "teacher-forced logits")
 
 
+def test_luong_local_p_predicts_its_centre_and_weighs_by_the_gaussian():
+    # Luong et al. 2015, eqs. 9-10: p_t = S sigmoid(v_p^T tanh(W_p h_t)) with
+    # S the true source length, the general score's softmax over the
+    # positions within D of p_t, times exp(-(s - p_t)^2 / (2 (D/2)^2)).
+    window = 1
+    model = randomized(
+        Luong(11, 13, embedding_dim=5, hidden_dim=6, num_layers=1, attention="local-p",
+              score="general", window=window, input_feeding=False)
+    )
+    state = model.encode(SOURCE)
+    memory, mask = numpy(state["memory"]), SOURCE != 0
+    h, c = numpy(state["h_0"]), numpy(state["c_0"])
+    embeddings = weight(model, "target_embedding/embeddings")
+    lengths = mask.sum(axis=1)
+    positions = np.arange(SOURCE.shape[1])
+    for step, tokens in enumerate(TOKENS):
+        logits, state, attention = model.decode_step(tokens, state, step)
+        h, c = lstm_cell(model, "decoder_cell_0", embeddings[tokens], h, c)
+        hidden = np.tanh(dense(model, "position_dense", h))
+        centre = lengths * sigmoid(hidden @ weight(model, "position_v"))
+        distance = positions[None] - centre[:, None]
+        inside = (np.abs(distance) <= window) & mask
+        keys = memory @ weight(model, "attention/key_dense/kernel")
+        alpha = masked_softmax(np.einsum("bh,bsh->bs", h, keys), inside)
+        alpha = alpha * np.exp(-(distance**2) / (2 * (window / 2) ** 2))
+        context = np.einsum("bs,bsh->bh", alpha, memory)
+        attentional = np.tanh(
+            np.concatenate([context, h], -1) @ weight(model, "attentional_state/kernel")
+        )
+        assert_close(attention, alpha, f"alpha at step {step}")
+        assert_close(logits, dense(model, "output_projection", attentional), f"logits at step {step}")
+
+
 @pytest.mark.parametrize("cell_type", ["gru", "lstm"])
 def test_rnnencdec_readout_sees_state_word_and_summary(cell_type):
     hidden = 6

@@ -7,9 +7,17 @@ active) on one device, with `zoo.training.distributed.fit` under MirroredStrateg
 on two logical CPUs, and with its custom loop, and prints, as one JSON
 line, how far the final weights are from one device's and what each run's
 callbacks saw.
+
+It also trains a Luong recipe (an LSTM recurrence) with the custom loop,
+the multi-worker path, on batches of 8 and 1 rows: the 1-row batch leaves
+the second replica an empty share inside the step's tf.function. (Not
+under XLA: a jit-compiled step cannot reach the variables of a second
+logical CPU in one process.)
 """
 
 import json
+import sys
+from pathlib import Path
 
 import tensorflow as tf
 
@@ -20,6 +28,9 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from zoo.training import distributed  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parents[2]))  # tests/, for tiny_configs
+import tiny_configs  # noqa: E402
 
 VOCABULARY, LENGTH, BATCH, BATCHES = 13, 7, 8, 4
 
@@ -82,6 +93,21 @@ def train(strategy, run, **fit_arguments):
     return weights, history.history, int(model.optimizer.iterations.numpy()), events.events, initial
 
 
+def train_recipe_with_an_empty_share(strategy, run):
+    """Luong, tiny, one epoch of a batch of 8 rows then one of 1 row."""
+    with distributed.strategy_scope(strategy):
+        keras.utils.set_random_seed(7)
+        model = tiny_configs.tiny_model("luong_global_dot_small")
+        model.compile(optimizer=keras.optimizers.SGD(0.5), loss=distributed.TokenCrossentropy())
+    rows = np.arange(9) % len(tiny_configs.SOURCE)
+    data = tf.data.Dataset.from_tensor_slices((
+        {"source": tiny_configs.SOURCE[rows], "target_in": tiny_configs.TARGET_IN[rows]},
+        tiny_configs.TARGET_OUT[rows],
+    )).batch(8)
+    history = run(model, data, strategy=strategy, epochs=1, verbose=0)
+    return [np.asarray(w) for w in model.get_weights()], history.history["loss"]
+
+
 def relative_difference(weights, reference):
     return max(
         float(np.max(np.abs(w - r)) / (np.max(np.abs(r)) + 1e-12))
@@ -114,6 +140,12 @@ def main():
                 "events_match": events == one_device[3],
                 "moved": max(float(np.max(np.abs(w - i))) for w, i in zip(weights, initial)),
             }
+    one_device, _ = train_recipe_with_an_empty_share(None, distributed.fit)
+    weights, loss = train_recipe_with_an_empty_share(mirrored, distributed.custom_loop_fit)
+    results["empty_share"] = {
+        "weight_difference": relative_difference(weights, one_device),
+        "loss": loss,
+    }
     print("RESULT " + json.dumps(results))
 
 

@@ -14,6 +14,7 @@ import pytest
 from cli_checks import assert_one_line_error
 from cli_checks import run_cli
 
+import zoo.registry
 from zoo import cli
 from zoo.training import distributed
 from zoo import runs
@@ -23,13 +24,13 @@ HERE = Path(__file__).parent
 REPOSITORY = HERE.parents[2]
 
 
-def run_script(script, *arguments, env=None, timeout=300):
-    """Runs a helper script of this folder in a TensorFlow process; its
+def run_script(script, *arguments, env=None, timeout=300, backend="tensorflow"):
+    """Runs a helper script of this folder in a process of `backend`; its
     `RESULT {json}` line, parsed."""
     result = subprocess.run(
         [sys.executable, str(HERE / script), *arguments],
         capture_output=True, text=True, timeout=timeout, cwd=REPOSITORY,
-        env=dict(env or os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="3"),
+        env=dict(env or os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3"),
     )
     lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
     assert result.returncode == 0 and lines, result.stderr[-3000:]
@@ -67,6 +68,12 @@ def test_mirrored_fit_and_custom_loop_match_one_device():
     # be off by about 1e-2 (see zoo.training.distributed).
     results = run_script("distributed_equivalence.py")
     assert results.pop("replicas") == 2
+    # The custom loop (multi-worker's) with a replica's share empty in the
+    # compiled step: it trains, and as one device does. (Its logged loss
+    # differs: each replica averages its own shares, as `fit` does too.)
+    empty_share = results.pop("empty_share")
+    assert np.isfinite(empty_share["loss"]).all()
+    assert empty_share["weight_difference"] < 1e-5
     assert set(results) == {"whole_epochs/fit", "whole_epochs/loop", "steps_per_epoch/loop"}
     for name, result in results.items():
         assert result["moved"] > 1e-2, name
@@ -88,8 +95,36 @@ def free_ports(count):
     return ports
 
 
+def weights_by_name(path):
+    import h5py
+
+    with h5py.File(path, "r") as weights:
+        found = {}
+        weights.visititems(
+            lambda name, item: found.__setitem__(name, np.asarray(item))
+            if isinstance(item, h5py.Dataset) else None
+        )
+    return found
+
+
+def one_device_batches(run):
+    """The target rows of each global batch a one-device run of `run`'s
+    settings trains on, epoch after epoch (the pipeline shuffles with the
+    run's seed, so these are the batches it trained on)."""
+    from zoo.tasks import task_for
+
+    config = runs.read_json(run / runs.CONFIG)
+    training_settings = config["training"]
+    task = task_for(config)
+    task_data = task.prepare_data(training_settings, task.load_splits(training_settings), run)
+    return [
+        targets.numpy().tolist()
+        for _, targets in task_data.train_data(range(training_settings["epochs"]))
+    ]
+
+
 @pytest.mark.tensorflow_only
-def test_multi_worker_trains_together_and_only_the_chief_writes(tmp_path):
+def test_multi_worker_trains_together_and_only_the_chief_writes(tmp_path, monkeypatch):
     cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(2)]}
     out = tmp_path / "run"
     workers = []
@@ -113,6 +148,25 @@ def test_multi_worker_trains_together_and_only_the_chief_writes(tmp_path):
             worker.kill()
     chief, other = results
     assert chief["weights"] == other["weights"]
+    # Equal weights alone would also come from two workers that each
+    # trained alone on all the data. Each worker trained on its half of
+    # every global batch, and together they end where one device does.
+    assert len(chief["batches"]) == len(other["batches"]) > 2
+    for mine, theirs in zip(chief["batches"], other["batches"]):
+        assert abs(len(mine) - len(theirs)) <= 1 and mine != theirs, (mine, theirs)
+    monkeypatch.setitem(zoo.registry.PRESETS["rnnsearch_small"]["model"], "dropout", 0.0)
+    one_device = training.train(
+        "rnnsearch_small", tmp_path / "one-device", train_size=64, epochs=2, batch_size=16,
+        verbose=0, evaluate_test=False,
+    )
+    global_batches = one_device_batches(one_device)
+    assert [mine + theirs for mine, theirs in zip(chief["batches"], other["batches"])] == global_batches
+    two_workers, alone = weights_by_name(out / runs.WEIGHTS), weights_by_name(one_device / runs.WEIGHTS)
+    assert two_workers.keys() == alone.keys()
+    # Not bit for bit: the all-reduce sums the gradients in another order,
+    # and Adam's division by sqrt(v) magnifies that over the 8 steps.
+    for name, value in two_workers.items():
+        np.testing.assert_allclose(value, alone[name], rtol=1e-4, atol=1e-5, err_msg=name)
     assert Path(chief["run"]) == out
     assert not Path(other["run"]).exists(), "the non-chief's directory was not deleted"
     for name in (runs.CONFIG, runs.WEIGHTS, runs.METRICS, "checkpoints/epoch-02.weights.h5"):
@@ -124,16 +178,30 @@ def test_multi_worker_trains_together_and_only_the_chief_writes(tmp_path):
 
 
 @pytest.mark.tensorflow_only
-def test_bfloat16_run_trains_with_finite_loss_and_records_it(tmp_path):
+@pytest.mark.parametrize("precision", ["bfloat16", "float16"])
+def test_mixed_precision_trains_with_a_finite_falling_loss(tmp_path, precision):
+    # float16 runs under Keras' LossScaleOptimizer (dynamic loss scaling).
     out = training.train(
-        "rnnsearch_small", tmp_path / "run", train_size=32, epochs=1, batch_size=16,
-        verbose=0, evaluate_test=False, mixed_precision="bfloat16",
+        "rnnsearch_small", tmp_path / "run", train_size=64, epochs=3, batch_size=16,
+        verbose=0, evaluate_test=False, mixed_precision=precision,
     )
+    losses = [float(line.split(",")[1]) for line in (out / runs.HISTORY).read_text().splitlines()[1:]]
+    assert len(losses) == 3 and np.isfinite(losses).all(), losses
+    assert losses[-1] < losses[0], losses
     metrics = runs.read_json(out / runs.METRICS)
-    assert np.isfinite(metrics["loss"])
-    assert metrics["precision"] == runs.read_json(out / runs.CONFIG)["precision"] == "mixed_bfloat16"
+    assert metrics["precision"] == runs.read_json(out / runs.CONFIG)["precision"] == f"mixed_{precision}"
     assert (metrics["strategy"], metrics["replicas"]) == ("one-device", 1)
     assert keras.config.dtype_policy().name == "float32", "the global policy was not restored"
+
+
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="data-parallel is JAX's strategy")
+def test_jax_data_parallel_trains_as_one_device():
+    environment = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    result = run_script("data_parallel_worker.py", env=environment, backend="jax")
+    assert result["devices"] == result["replicas"] == 2
+    assert result["moved"] > 1e-2
+    assert result["difference"] < 1e-5
+    np.testing.assert_allclose(result["losses"], result["one_device_losses"], rtol=1e-5)
 
 
 def test_float16_compiles_with_loss_scaling():
