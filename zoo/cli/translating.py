@@ -8,8 +8,10 @@ temporary name beside them and renamed when the input is done (see
 `zoo.files.replacing`): an error or an interrupt leaves no output file.
 
 Output formats:
-- translations: one line per input line; a blank input line gives a blank
-  line and is not decoded.
+- translations: one line per input line; a blank (or white-space) line of
+  the input file gives a blank line and is not decoded. (A positional
+  sentence is translated as given: an empty one is read as a lone EOS, as
+  `Translator.translate` and the exported signature read it.)
 - `--n-best K`: Moses' n-best format, K lines per input line, best first,
   `LINE ||| TRANSLATION ||| log_prob= LOGP ||| SCORE` where LINE counts
   input lines from 0, LOGP is log P(translation | source) and SCORE the
@@ -88,6 +90,22 @@ def length_note(sentence, translation, limit):
     return note + f"; cut after piece {limit}"
 
 
+def translate_lines(translator, lines, blank_lines, progress=None, **options):
+    """`translator.translate(lines, **options)`, with None for each blank
+    line when `blank_lines` (not decoded), counted as done at once."""
+    if not blank_lines:
+        return translator.translate(lines, progress=progress, **options)
+    rows = [row for row, line in enumerate(lines) if line.strip()]
+    if progress is not None and len(rows) < len(lines):
+        progress(len(lines) - len(rows))
+    translations = [None] * len(lines)
+    if rows:
+        decoded = translator.translate([lines[row] for row in rows], progress=progress, **options)
+        for row, translation in zip(rows, decoded):
+            translations[row] = translation
+    return translations
+
+
 def format_n_best(index, translation):
     return "".join(
         f"{index} ||| {h.text} ||| log_prob= {h.score:.4f} ||| {h.penalized_score:.4f}\n"
@@ -121,8 +139,10 @@ def translate(args, translator):
             alignments = stack.enter_context(open(temporary, "w", encoding="utf-8", newline="\n"))
         counter = stack.enter_context(progress_line.shown(args.progress))
         for start, lines in chunks:
-            translations = translator.translate(
+            translations = translate_lines(
+                translator,
                 lines,
+                blank_lines=not args.sentences,
                 beam=args.beam,
                 length_penalty=args.length_penalty,
                 batch_size=batch_size,
@@ -130,6 +150,11 @@ def translate(args, translator):
                 progress=counter,
             )
             for number, (line, translation) in enumerate(zip(lines, translations), start=start):
+                if translation is None:  # a blank line
+                    out.write("" if args.n_best else "\n")
+                    if alignments:
+                        alignments.write("\n")
+                    continue
                 note = length_note(line, translation, translator.max_source_length)
                 if note:
                     sys.stderr.write(f"zoo translate: {label} {number}: {note}\n")

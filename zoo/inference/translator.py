@@ -138,18 +138,14 @@ class Translator(SearchCache):
 
     def _encode_sources(self, sentences):
         """The parts each sentence is decoded as: for each sentence a list
-        of `(ids, cut)`, empty for a blank sentence; a sentence longer than
-        `max_source_length` is split at sentence ends, and a part still
-        longer is cut (`cut` True)."""
+        of `(ids, cut)`; a sentence longer than `max_source_length` is split
+        at sentence ends, and a part still longer is cut (`cut` True). An
+        empty sentence is read as a lone EOS, as the exported signature
+        reads it."""
         sentences = list(sentences)
         limit = self.max_source_length
-        encoded = iter(self.source_tokenizer.encode([s for s in sentences if s.strip()]))
         units = []
-        for sentence in sentences:
-            if not sentence.strip():
-                units.append([])
-                continue
-            ids = next(encoded)
+        for sentence, ids in zip(sentences, self.source_tokenizer.encode(sentences)):
             if limit and len(ids) > limit:
                 parts = split_sentences(sentence)
                 part_ids = self.source_tokenizer.encode(parts) if len(parts) > 1 else [ids]
@@ -201,8 +197,7 @@ class Translator(SearchCache):
     ):
         """Translates a list of sentences (greedy for `beam=1`).
 
-        Sentences are decoded in batches of similar length. A blank
-        sentence is not decoded: its translation is empty. A sentence longer
+        Sentences are decoded in batches of similar length. A sentence longer
         than the run's `max_length` source pieces is split after ". ! ?"
         followed by a space, its parts are translated as sentences and
         joined (`Translation.parts`); a part still longer is cut after the
@@ -230,8 +225,6 @@ class Translator(SearchCache):
         units = self._encode_sources(sentences)
         owners = [(row, k) for row, parts in enumerate(units) for k in range(len(parts))]
         remaining = [len(parts) for parts in units]
-        if progress is not None and remaining.count(0):
-            progress(remaining.count(0))
         order = np.argsort([len(units[row][k][0]) for row, k in owners], kind="stable")
         decoded = [[None] * len(parts) for parts in units]
         for start in range(0, len(order), batch_size):
@@ -262,21 +255,7 @@ class Translator(SearchCache):
                 finished += remaining[row] == 0
             if progress is not None:
                 progress(finished)
-        return [
-            _join_parts(parts) if parts else self._blank_translation(n_best) for parts in decoded
-        ]
-
-    @staticmethod
-    def _blank_translation(n_best):
-        return Translation(
-            text="",
-            source_pieces=[],
-            target_pieces=[],
-            alignment=np.zeros((0, 0), "float32"),
-            score=0.0,
-            n_best=[] if n_best else None,
-            parts=0,
-        )
+        return [_join_parts(parts) for parts in decoded]
 
     def evaluate(self, pairs, beam=1, length_penalty=0.6, batch_size=64, progress=None):
         """BLEU of the translations of `pairs` ((source, reference) tuples).

@@ -231,10 +231,10 @@ def test_positional_sentences_are_reported_by_position(capsys, echo, run_dir):
 def test_pharaoh_alignments_of_a_known_attention(capsys, echo, run_dir, tmp_path):
     # Pieces: the sun ##ny day . -> words 0 1 1 2 3; target piece t attends
     # to source piece 4 - t, and EOS (dropped) to piece 0.
-    links = tmp_path / "out.align"
+    source, links = tmp_path / "in.txt", tmp_path / "out.align"
+    source.write_text("the sunny day .\n\na cat\n")
     code, out, err = run_cli(
-        capsys, "translate", str(run_dir), "the sunny day .", "", "a cat",
-        "--alignments", str(links),
+        capsys, "translate", str(run_dir), "--input", str(source), "--alignments", str(links)
     )
     assert code == 0, err
     assert out == "the sunny day.\n\na cat\n"
@@ -248,10 +248,11 @@ def test_piece_words_reads_wordpiece_and_sentencepiece():
     assert doctest.testmod(alignment).failed == 0
 
 
-def test_n_best_lists_are_moses_format_sorted_by_score(capsys, real, run_dir):
+def test_n_best_lists_are_moses_format_sorted_by_score(capsys, real, run_dir, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("the dog sees a cat .\n\na red bird .\n")  # a blank line has no entries
     code, out, err = run_cli(
-        capsys, "translate", str(run_dir), "the dog sees a cat .", "", "a red bird .",
-        "--beam", "3", "--n-best", "3",
+        capsys, "translate", str(run_dir), "--input", str(source), "--beam", "3", "--n-best", "3"
     )
     assert code == 0, err
     entries = [line.split(" ||| ") for line in out.splitlines()]
