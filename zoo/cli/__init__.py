@@ -323,7 +323,7 @@ def command_translate(args):
 
     translating.check_arguments(args, UserError)
     translator = open_run(args, "translate")
-    first = translating.translate(args, translator)
+    first = translating.translate(args, translator, UserError)
     if args.plot and first is not None:
         path = plots.plot_alignment(
             first.alignment, first.source_pieces, first.target_pieces, args.plot

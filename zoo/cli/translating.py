@@ -113,19 +113,18 @@ def format_n_best(index, translation):
     )
 
 
-def translate(args, translator):
+def translate(args, translator, error):
     """Runs `zoo translate` on an opened `translator`: writes the outputs,
-    and returns the first translation (for --plot)."""
+    and returns the first translation (for --plot). A bad input line
+    raises `error` (the command line's `UserError`)."""
     from zoo.evaluation import alignment as word_alignment
-
-    from zoo.cli import UserError
 
     batch_size = args.batch_size
     if args.sentences:
         chunks = [(1, list(args.sentences))]
         label = "sentence"
     else:
-        chunks = read_lines(args.input, 32 * batch_size, UserError)
+        chunks = read_lines(args.input, 32 * batch_size, error)
         label = "line"
     first = None
     with contextlib.ExitStack() as stack:

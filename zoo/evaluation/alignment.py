@@ -86,9 +86,11 @@ def word_alignment(attention, source_pieces, target_pieces, non_words=NON_WORD_P
 
     Example:
 
-    >>> attention = np.array([[0.1, 0.9, 0.0], [0.8, 0.2, 0.0], [0.0, 0.0, 1.0]])
+    >>> attention = np.array([[0.1, 0.9, 0.0], [0.3, 0.2, 0.5], [0.0, 0.0, 1.0]])
     >>> word_alignment(attention, ["a", "b", "[EOS]"], ["x", "y", "[EOS]"])
     [(0, 1), (1, 0)]
+
+    ("y" peaks on the source EOS, which is no word: its link is to "a".)
     """
     attention = np.asarray(attention, dtype="float64")
     expected = (len(target_pieces), len(source_pieces))
