@@ -127,7 +127,8 @@ def build_parser():
         "may be of any length. An input longer than the run's limit is split after '. ! ?' and "
         "the parts' translations joined; a part still too long is cut; both are reported on "
         "stderr with the line number. --output and --alignments are written under a temporary "
-        "name and renamed at the end: an error or an interrupt leaves no output file.",
+        "name and renamed at the end: an error or an interrupt leaves no output file. A blank "
+        "line of the file gives a blank line. Formats: docs/translating.md.",
     )
     translate.add_argument("run_dir", help="a run directory written by `zoo train`")
     translate.add_argument("sentences", nargs="*", help="sentences to translate (or --input)")
