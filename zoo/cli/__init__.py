@@ -4,8 +4,9 @@
     zoo train PRESET [--data SPEC] [--epochs N] [--out DIR] [--strategy S] [--mixed-precision P]
               [--jit-compile on|off]
               (resumes DIR when it holds an unfinished run)
-    zoo evaluate DIR [--data SPEC] [--beam K]
+    zoo evaluate DIR [--data SPEC] [--beam K] [--progress]
     zoo translate DIR "a sentence" [--beam K] [--plot out.png]
+    zoo translate DIR --input FILE|- [--output FILE] [--n-best K] [--alignments FILE]
     zoo caption DIR image.png [--beam K] [--plot out.png]
     zoo export DIR [--format saved_model|onnx] [--out PATH] [--beam K]
     zoo bench [layers|decode|train|export|all] [--backend B] [--out results.json]
@@ -44,6 +45,14 @@ USER_ERROR = 2
 
 class UserError(ZooUserError):
     """A mistake of the user's found by the command line itself."""
+
+
+def add_progress_flag(parser):
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        help="show sentences done and sentences/s on stderr (default: when stderr is a terminal)",
+    )
 
 
 def build_parser():
@@ -108,13 +117,47 @@ def build_parser():
     evaluate.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
     evaluate.add_argument("--length-penalty", type=non_negative_float, default=0.6)
     evaluate.add_argument("--limit", type=positive_int, help="evaluate the first N pairs only")
+    add_progress_flag(evaluate)
 
-    translate = commands.add_parser("translate", help="translate sentences with a trained run")
+    translate = commands.add_parser(
+        "translate",
+        help="translate sentences or a file with a trained run",
+        description="Translate the sentences given, or each line of --input, writing one "
+        "translation a line in input order. A file is read and translated in chunks, so it "
+        "may be of any length. An input longer than the run's limit is split after '. ! ?' and "
+        "the parts' translations joined; a part still too long is cut; both are reported on "
+        "stderr with the line number. --output and --alignments are written under a temporary "
+        "name and renamed at the end: an error or an interrupt leaves no output file. A blank "
+        "line of the file gives a blank line. Formats: docs/translating.md.",
+    )
     translate.add_argument("run_dir", help="a run directory written by `zoo train`")
-    translate.add_argument("sentences", nargs="+", help="sentences to translate")
+    translate.add_argument("sentences", nargs="*", help="sentences to translate (or --input)")
+    translate.add_argument(
+        "--input", metavar="FILE", help="translate each line of a UTF-8 file ('-': standard input)"
+    )
+    translate.add_argument(
+        "--output", metavar="FILE", help="write the translations there (default: standard output)"
+    )
     translate.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
     translate.add_argument("--length-penalty", type=non_negative_float, default=0.6)
+    translate.add_argument(
+        "--batch-size", type=positive_int, default=64, help="sentences decoded at once (default 64)"
+    )
+    translate.add_argument(
+        "--n-best",
+        type=positive_int,
+        metavar="K",
+        help="write the K best translations of each line (needs --beam K or more), Moses "
+        "style: 'LINE ||| TRANSLATION ||| log_prob= LOGP ||| SCORE', LINE from 0, best first",
+    )
+    translate.add_argument(
+        "--alignments",
+        metavar="FILE",
+        help="write each line's word alignment there in Pharaoh format ('0-0 1-2 ...': "
+        "source-target word indices from the attention's peak)",
+    )
     translate.add_argument("--plot", help="save the alignment heat map of the first sentence (PNG)")
+    add_progress_flag(translate)
 
     caption = commands.add_parser("caption", help="caption images with a trained run")
     caption.add_argument("run_dir", help="a captioning run directory written by `zoo train`")
@@ -216,8 +259,13 @@ def command_train(args):
 
 
 def evaluate_captioner(captioner, args):
+    from zoo.cli import progress
+
     examples = CAPTIONING.test_examples(captioner.config, args.data)[: args.limit]
-    result = captioner.evaluate(examples, beam=args.beam, length_penalty=args.length_penalty)
+    with progress.shown(args.progress, len(examples), unit="images") as counter:
+        result = captioner.evaluate(
+            examples, beam=args.beam, length_penalty=args.length_penalty, progress=counter
+        )
     for name, value in result["scores"].items():
         print(f"{name}: {value:.2f}" if isinstance(value, float) else f"{name}: {value}")
     if result["localisation"] is not None:
@@ -237,8 +285,13 @@ def command_evaluate(args):
 def evaluate_translator(translator, args):
     from zoo.evaluation import bleu as evaluation
 
+    from zoo.cli import progress
+
     pairs = TRANSLATION.test_examples(translator.config, args.data)[: args.limit]
-    result = translator.evaluate(pairs, beam=args.beam, length_penalty=args.length_penalty)
+    with progress.shown(args.progress, len(pairs)) as counter:
+        result = translator.evaluate(
+            pairs, beam=args.beam, length_penalty=args.length_penalty, progress=counter
+        )
     print(result["bleu"])
     print()
     print(evaluation.format_bleu_table({translator.config["preset"]: result["by_length"]}))
@@ -266,16 +319,13 @@ def open_run(args, command):
 
 
 def command_translate(args):
+    from zoo.cli import translating
     from zoo.evaluation import plots
 
+    translating.check_arguments(args, UserError)
     translator = open_run(args, "translate")
-    translations = translator.translate(
-        args.sentences, beam=args.beam, length_penalty=args.length_penalty
-    )
-    for translation in translations:
-        print(translation.text)
-    if args.plot:
-        first = translations[0]
+    first = translating.translate(args, translator, UserError)
+    if args.plot and first is not None:
         path = plots.plot_alignment(
             first.alignment, first.source_pieces, first.target_pieces, args.plot
         )

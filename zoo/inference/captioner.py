@@ -86,10 +86,12 @@ class Captioner(SearchCache):
             return images.astype("float32") / 255.0
         return images.astype("float32")
 
-    def caption(self, images, beam=1, length_penalty=0.6, batch_size=64):
+    def caption(self, images, beam=1, length_penalty=0.6, batch_size=64, progress=None):
         """Captions images: uint8 (0-255) or float (0-1) `[N, S, S, 3]`.
 
-        Returns a list of `Caption`, one per image.
+        `progress`, when given, is called with the number of images
+        captioned as each batch ends. Returns a list of `Caption`, one per
+        image.
         """
         images = self._as_batch(images)
         grid = self.model.grid_shape
@@ -115,16 +117,18 @@ class Captioner(SearchCache):
                         score=float(scores[k]),
                     )
                 )
+            if progress is not None:
+                progress(min(batch_size, len(images) - start))
         return results
 
-    def caption_files(self, paths, beam=1, length_penalty=0.6):
+    def caption_files(self, paths, beam=1, length_penalty=0.6, progress=None):
         """Captions image files (PNG, JPEG, ...), resized to the model's size."""
         from zoo.data import load_image
 
         images = np.stack([load_image(path, self.image_size) for path in paths])
-        return self.caption(images, beam=beam, length_penalty=length_penalty)
+        return self.caption(images, beam=beam, length_penalty=length_penalty, progress=progress)
 
-    def evaluate(self, examples, beam=1, length_penalty=0.6, batch_size=64):
+    def evaluate(self, examples, beam=1, length_penalty=0.6, batch_size=64, progress=None):
         """Caption metrics of `examples`, each with `.captions` (references)
         and either `.image` (an array) or `.image_path` (a file).
 
@@ -132,14 +136,16 @@ class Captioner(SearchCache):
         was skipped, see `zoo.evaluation.caption_metrics.caption_scores`),
         `localisation` (synthetic examples with `.objects` only, see
         `zoo.evaluation.localisation.attention_localisation`, else None) and
-        `captions` (the `Caption` of each example).
+        `captions` (the `Caption` of each example). `progress` is `caption`'s.
         """
         if hasattr(examples[0], "image"):
             captions = self.caption(
-                np.stack([e.image for e in examples]), beam, length_penalty, batch_size
+                np.stack([e.image for e in examples]), beam, length_penalty, batch_size, progress
             )
         else:
-            captions = self.caption_files([e.image_path for e in examples], beam, length_penalty)
+            captions = self.caption_files(
+                [e.image_path for e in examples], beam, length_penalty, progress
+            )
         references = [self.tokenizer.normalize(list(e.captions)) for e in examples]
         scores = caption_metrics.caption_scores([c.text for c in captions], references)
         localisation = None

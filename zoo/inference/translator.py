@@ -1,5 +1,6 @@
 """A trained translation model with its tokenizers: translate and evaluate text."""
 
+import re
 from dataclasses import dataclass
 
 import keras
@@ -17,6 +18,22 @@ SOURCE_WIDTH_MULTIPLE = 8
 
 
 @dataclass
+class Hypothesis:
+    """One entry of a beam's n-best list.
+
+    Attributes:
+        text: the detokenized translation.
+        score: log-probability of the translation, log P(Y | X).
+        penalized_score: the score the beam ranked it by (GNMT's
+            `log P / lp(Y) + cp`; equal to `score` for greedy search).
+    """
+
+    text: str
+    score: float
+    penalized_score: float
+
+
+@dataclass
 class Translation:
     """One translated sentence.
 
@@ -27,6 +44,15 @@ class Translation:
         alignment: float array `[len(target_pieces), len(source_pieces)]`,
             the attention of each produced piece over the source pieces.
         score: log-probability of the translation.
+        n_best: the `Hypothesis` list, best first, when `translate` was
+            asked for one (`n_best > 0`); else None.
+        parts: how many sentences the source was translated as: more than
+            1 when it was longer than the model's limit and split at
+            sentence ends (the fields above then join the parts' own: texts
+            joined by a space, pieces concatenated, the alignment a block
+            diagonal, scores summed).
+        cut_parts: how many of those parts were still longer than the
+            limit and cut after its last piece.
     """
 
     text: str
@@ -34,6 +60,57 @@ class Translation:
     target_pieces: list
     alignment: np.ndarray
     score: float
+    n_best: list = None
+    parts: int = 1
+    cut_parts: int = 0
+
+
+# Where a long input is split: after ". ! ?" followed by white space.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def split_sentences(text):
+    """`text` split after each ". ! ?" that white space follows."""
+    return [part for part in _SENTENCE_END.split(text.strip()) if part]
+
+
+def _join_parts(parts):
+    """One `Translation` of the translations of a source's parts, in order."""
+    if len(parts) == 1:
+        return parts[0]
+    alignment = np.zeros(
+        (sum(len(p.target_pieces) for p in parts), sum(len(p.source_pieces) for p in parts)),
+        "float32",
+    )
+    row = column = 0
+    for part in parts:
+        rows, columns = part.alignment.shape
+        alignment[row : row + rows, column : column + columns] = part.alignment
+        row, column = row + rows, column + columns
+    n_best = None
+    if parts[0].n_best is not None:
+        # The k-th entry joins each part's k-th best (its last, where its
+        # list is shorter): each part's list is sorted, so this one is too.
+        n_best = []
+        for k in range(max(len(p.n_best) for p in parts)):
+            entries = [p.n_best[min(k, len(p.n_best) - 1)] for p in parts]
+            n_best.append(
+                Hypothesis(
+                    text=" ".join(h.text for h in entries if h.text),
+                    score=sum(h.score for h in entries),
+                    penalized_score=sum(h.penalized_score for h in entries),
+                )
+            )
+    return Translation(
+        text=" ".join(p.text for p in parts if p.text),
+        source_pieces=[piece for p in parts for piece in p.source_pieces],
+        target_pieces=[piece for p in parts for piece in p.target_pieces],
+        alignment=alignment,
+        score=sum(p.score for p in parts),
+        n_best=n_best,
+        parts=len(parts),
+        cut_parts=sum(p.cut_parts for p in parts),
+    )
 
 
 class Translator(SearchCache):
@@ -60,61 +137,132 @@ class Translator(SearchCache):
         return self.cached_search(beam, length_penalty, coverage_penalty)
 
     def _encode_sources(self, sentences):
-        ids = self.source_tokenizer.encode(list(sentences))
+        """The parts each sentence is decoded as: for each sentence a list
+        of `(ids, cut)`; a sentence longer than `max_source_length` is split
+        at sentence ends, and a part still longer is cut (`cut` True). An
+        empty sentence is read as a lone EOS, as the exported signature
+        reads it."""
+        sentences = list(sentences)
         limit = self.max_source_length
-        if limit:
-            ids = [sentence[:limit] for sentence in ids]
-        return [sentence or [self.model.eos_id] for sentence in ids]
+        units = []
+        for sentence, ids in zip(sentences, self.source_tokenizer.encode(sentences)):
+            if limit and len(ids) > limit:
+                parts = split_sentences(sentence)
+                part_ids = self.source_tokenizer.encode(parts) if len(parts) > 1 else [ids]
+                units.append([(p[:limit] or [self.model.eos_id], len(p) > limit) for p in part_ids])
+            else:
+                units.append([(ids or [self.model.eos_id], False)])
+        return units
 
-    def _decode_batch(self, source_ids, beam, length_penalty, coverage_penalty):
+    def _decode_batch(self, source_ids, beam, length_penalty, coverage_penalty, n_best=0):
+        """Decodes one batch: `(tokens, attention, scores, n_best)`, where
+        `n_best` holds, per row, up to `n_best` `(tokens, score,
+        penalized_score)` of the beam, best first (None when not asked)."""
         longest = max(len(s) for s in source_ids)
         width = -(-longest // SOURCE_WIDTH_MULTIPLE) * SOURCE_WIDTH_MULTIPLE
         source = np.zeros((len(source_ids), width), "int32")
         for row, ids in enumerate(source_ids):
             source[row, : len(ids)] = ids
         result = self._search(beam, length_penalty, coverage_penalty)(source)
-        return (
-            decoding.decode_to_lists(result, self.model.eos_id, self.model.pad_id, include_eos=True),
-            keras.ops.convert_to_numpy(result.attention),
-            keras.ops.convert_to_numpy(result.scores),
-        )
+        eos, pad = self.model.eos_id, self.model.pad_id
+        tokens = decoding.decode_to_lists(result, eos, pad, include_eos=True)
+        scores = keras.ops.convert_to_numpy(result.scores)
+        lists = None
+        if n_best and result.beam_tokens is None:  # greedy: its one hypothesis
+            lists = [[(t, float(s), float(s))] for t, s in zip(tokens, scores)]
+        elif n_best:
+            beam_tokens = decoding.decode_to_lists(result.beam_tokens, eos, pad)
+            lengths = keras.ops.convert_to_numpy(result.beam_lengths)
+            beam_scores = keras.ops.convert_to_numpy(result.beam_scores)
+            penalized = keras.ops.convert_to_numpy(result.beam_penalized_scores)
+            lists = [
+                [
+                    (beam_tokens[row][k], float(beam_scores[row, k]), float(penalized[row, k]))
+                    for k in range(n_best)
+                    if lengths[row, k] > 0  # an unused slot: the beam held fewer
+                ]
+                for row in range(len(source_ids))
+            ]
+        return tokens, keras.ops.convert_to_numpy(result.attention), scores, lists
 
     def translate(
-        self, sentences, beam=1, length_penalty=0.6, coverage_penalty=0.0, batch_size=64
+        self,
+        sentences,
+        beam=1,
+        length_penalty=0.6,
+        coverage_penalty=0.0,
+        batch_size=64,
+        n_best=0,
+        progress=None,
     ):
         """Translates a list of sentences (greedy for `beam=1`).
 
-        Sentences are decoded in batches of similar length. Returns a list of
-        `Translation`, in the order of `sentences`.
+        Sentences are decoded in batches of similar length. A sentence longer
+        than the run's `max_length` source pieces is split after ". ! ?"
+        followed by a space, its parts are translated as sentences and
+        joined (`Translation.parts`); a part still longer is cut after the
+        limit's last piece (`Translation.cut_parts`).
+
+        Args:
+            sentences: a list of str (or one str).
+            beam: beam width; 1 is greedy search.
+            length_penalty, coverage_penalty: GNMT's penalties (beam search).
+            batch_size: sentences decoded at once.
+            n_best: when positive, each `Translation.n_best` holds the
+                `n_best` best hypotheses of the beam (at most `beam`).
+            progress: optional callable, called with the number of
+                sentences finished as each batch ends.
+
+        Returns:
+            A list of `Translation`, in the order of `sentences`.
         """
         if isinstance(sentences, str):
             sentences = [sentences]
-        source_ids = self._encode_sources(sentences)
-        order = np.argsort([len(s) for s in source_ids], kind="stable")
-        translations = [None] * len(source_ids)
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
-            tokens, attention, scores = self._decode_batch(
-                [source_ids[i] for i in rows], beam, length_penalty, coverage_penalty
+        if n_best > max(beam, 1):
+            raise ValueError(
+                f"`n_best` must be at most `beam`. Received: n_best={n_best!r}, beam={beam!r}"
             )
-            for k, row in enumerate(rows):
-                source = source_ids[row]
-                target = tokens[k]
-                translations[row] = Translation(
+        units = self._encode_sources(sentences)
+        owners = [(row, k) for row, parts in enumerate(units) for k in range(len(parts))]
+        remaining = [len(parts) for parts in units]
+        order = np.argsort([len(units[row][k][0]) for row, k in owners], kind="stable")
+        decoded = [[None] * len(parts) for parts in units]
+        for start in range(0, len(order), batch_size):
+            batch = [owners[i] for i in order[start : start + batch_size]]
+            tokens, attention, scores, lists = self._decode_batch(
+                [units[row][k][0] for row, k in batch],
+                beam,
+                length_penalty,
+                coverage_penalty,
+                n_best,
+            )
+            finished = 0
+            for i, (row, k) in enumerate(batch):
+                source, cut = units[row][k]
+                target = tokens[i]
+                decoded[row][k] = Translation(
                     text=self.target_tokenizer.decode(target),
-                    source_pieces=[self.source_tokenizer.id_to_token(i) for i in source],
-                    target_pieces=[self.target_tokenizer.id_to_token(i) for i in target],
-                    alignment=attention[k, : len(target), : len(source)],
-                    score=float(scores[k]),
+                    source_pieces=[self.source_tokenizer.id_to_token(t) for t in source],
+                    target_pieces=[self.target_tokenizer.id_to_token(t) for t in target],
+                    alignment=attention[i, : len(target), : len(source)],
+                    score=float(scores[i]),
+                    n_best=None
+                    if lists is None
+                    else [Hypothesis(self.target_tokenizer.decode(t), s, p) for t, s, p in lists[i]],
+                    cut_parts=int(cut),
                 )
-        return translations
+                remaining[row] -= 1
+                finished += remaining[row] == 0
+            if progress is not None:
+                progress(finished)
+        return [_join_parts(parts) for parts in decoded]
 
-    def evaluate(self, pairs, beam=1, length_penalty=0.6, batch_size=64):
+    def evaluate(self, pairs, beam=1, length_penalty=0.6, batch_size=64, progress=None):
         """BLEU of the translations of `pairs` ((source, reference) tuples).
 
         References are normalized as the target tokenizer normalizes text;
         with a lowercasing tokenizer the BLEU is lowercased and its
-        signature says `case:lc`.
+        signature says `case:lc`. `progress` is `translate`'s.
 
         Returns a dict with `bleu` (a `zoo.evaluation.bleu.BleuResult`),
         `by_length` (BLEU per source-length bucket) and `hypotheses`.
@@ -124,7 +272,11 @@ class Translator(SearchCache):
         hypotheses = [
             t.text
             for t in self.translate(
-                sources, beam=beam, length_penalty=length_penalty, batch_size=batch_size
+                sources,
+                beam=beam,
+                length_penalty=length_penalty,
+                batch_size=batch_size,
+                progress=progress,
             )
         ]
         # A lowercasing tokenizer can only produce lowercase text, and the
