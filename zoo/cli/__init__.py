@@ -4,10 +4,10 @@
     zoo train PRESET [--data SPEC] [--epochs N] [--out DIR] [--strategy S] [--mixed-precision P]
               [--jit-compile on|off]
               (resumes DIR when it holds an unfinished run)
-    zoo evaluate DIR [--data SPEC] [--beam K]
-    zoo translate DIR "a sentence" [--beam K] [--plot out.png]
-    zoo caption DIR image.png [--beam K] [--plot out.png]
-    zoo export DIR [--format saved_model|onnx] [--out PATH] [--beam K]
+    zoo evaluate DIR [--data SPEC] [--beam K] [--beam-stop early|exact]
+    zoo translate DIR "a sentence" [--beam K] [--beam-stop early|exact] [--plot out.png]
+    zoo caption DIR image.png [--beam K] [--beam-stop early|exact] [--plot out.png]
+    zoo export DIR [--format saved_model|onnx] [--out PATH] [--beam K] [--beam-stop early|exact]
     zoo bench [layers|decode|train|export|all] [--backend B] [--out results.json]
     zoo demo [--layers]
 
@@ -24,6 +24,7 @@ import os
 import sys
 
 from zoo import extras
+from zoo.arguments import BEAM_STOPPING_RULES
 from zoo.arguments import non_negative_float
 from zoo.arguments import positive_int
 from zoo.errors import ZooUserError
@@ -44,6 +45,17 @@ USER_ERROR = 2
 
 class UserError(ZooUserError):
     """A mistake of the user's found by the command line itself."""
+
+
+def add_beam_stop(parser):
+    parser.add_argument(
+        "--beam-stop",
+        choices=BEAM_STOPPING_RULES,
+        default="early",
+        help="when beam search ends a sentence: early (default; once it has K finished "
+        "hypotheses that no live one beats at its length) or exact (once none can win "
+        "at the step limit; slower)",
+    )
 
 
 def build_parser():
@@ -108,12 +120,14 @@ def build_parser():
     evaluate.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
     evaluate.add_argument("--length-penalty", type=non_negative_float, default=0.6)
     evaluate.add_argument("--limit", type=positive_int, help="evaluate the first N pairs only")
+    add_beam_stop(evaluate)
 
     translate = commands.add_parser("translate", help="translate sentences with a trained run")
     translate.add_argument("run_dir", help="a run directory written by `zoo train`")
     translate.add_argument("sentences", nargs="+", help="sentences to translate")
     translate.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
     translate.add_argument("--length-penalty", type=non_negative_float, default=0.6)
+    add_beam_stop(translate)
     translate.add_argument("--plot", help="save the alignment heat map of the first sentence (PNG)")
 
     caption = commands.add_parser("caption", help="caption images with a trained run")
@@ -121,6 +135,7 @@ def build_parser():
     caption.add_argument("images", nargs="+", help="image files (PNG, JPEG, BMP, GIF)")
     caption.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
     caption.add_argument("--length-penalty", type=non_negative_float, default=0.6)
+    add_beam_stop(caption)
     caption.add_argument(
         "--plot", help="save the attention of each word over the first image (PNG)"
     )
@@ -162,6 +177,7 @@ def build_parser():
         default=0.6,
         help="saved_model: GNMT length penalty of beam search (default 0.6)",
     )
+    add_beam_stop(export)
     export.add_argument(
         "--max-input-length",
         type=positive_int,
@@ -217,7 +233,9 @@ def command_train(args):
 
 def evaluate_captioner(captioner, args):
     examples = CAPTIONING.test_examples(captioner.config, args.data)[: args.limit]
-    result = captioner.evaluate(examples, beam=args.beam, length_penalty=args.length_penalty)
+    result = captioner.evaluate(
+        examples, beam=args.beam, length_penalty=args.length_penalty, stopping=args.beam_stop
+    )
     for name, value in result["scores"].items():
         print(f"{name}: {value:.2f}" if isinstance(value, float) else f"{name}: {value}")
     if result["localisation"] is not None:
@@ -238,7 +256,9 @@ def evaluate_translator(translator, args):
     from zoo.evaluation import bleu as evaluation
 
     pairs = TRANSLATION.test_examples(translator.config, args.data)[: args.limit]
-    result = translator.evaluate(pairs, beam=args.beam, length_penalty=args.length_penalty)
+    result = translator.evaluate(
+        pairs, beam=args.beam, length_penalty=args.length_penalty, stopping=args.beam_stop
+    )
     print(result["bleu"])
     print()
     print(evaluation.format_bleu_table({translator.config["preset"]: result["by_length"]}))
@@ -270,7 +290,7 @@ def command_translate(args):
 
     translator = open_run(args, "translate")
     translations = translator.translate(
-        args.sentences, beam=args.beam, length_penalty=args.length_penalty
+        args.sentences, beam=args.beam, length_penalty=args.length_penalty, stopping=args.beam_stop
     )
     for translation in translations:
         print(translation.text)
@@ -287,7 +307,7 @@ def command_caption(args):
 
     captioner = open_run(args, "caption")
     captions = captioner.caption_files(
-        args.images, beam=args.beam, length_penalty=args.length_penalty
+        args.images, beam=args.beam, length_penalty=args.length_penalty, stopping=args.beam_stop
     )
     for caption in captions:
         print(caption.text)
@@ -322,6 +342,7 @@ def command_export(args):
             length_penalty=args.length_penalty,
             max_input_length=args.max_input_length,
             overwrite=args.overwrite,
+            stopping=args.beam_stop,
         )
     print(f"{args.format}: {path}")
 

@@ -56,8 +56,8 @@ class Translator(SearchCache):
     def max_source_length(self):
         return self.config.get("training", {}).get("max_length")
 
-    def _search(self, beam, length_penalty, coverage_penalty):
-        return self.cached_search(beam, length_penalty, coverage_penalty)
+    def _search(self, beam, length_penalty, coverage_penalty, stopping="early"):
+        return self.cached_search(beam, length_penalty, coverage_penalty, stopping=stopping)
 
     def _encode_sources(self, sentences):
         ids = self.source_tokenizer.encode(list(sentences))
@@ -66,13 +66,13 @@ class Translator(SearchCache):
             ids = [sentence[:limit] for sentence in ids]
         return [sentence or [self.model.eos_id] for sentence in ids]
 
-    def _decode_batch(self, source_ids, beam, length_penalty, coverage_penalty):
+    def _decode_batch(self, source_ids, beam, length_penalty, coverage_penalty, stopping="early"):
         longest = max(len(s) for s in source_ids)
         width = -(-longest // SOURCE_WIDTH_MULTIPLE) * SOURCE_WIDTH_MULTIPLE
         source = np.zeros((len(source_ids), width), "int32")
         for row, ids in enumerate(source_ids):
             source[row, : len(ids)] = ids
-        result = self._search(beam, length_penalty, coverage_penalty)(source)
+        result = self._search(beam, length_penalty, coverage_penalty, stopping)(source)
         return (
             decoding.decode_to_lists(result, self.model.eos_id, self.model.pad_id, include_eos=True),
             keras.ops.convert_to_numpy(result.attention),
@@ -80,9 +80,17 @@ class Translator(SearchCache):
         )
 
     def translate(
-        self, sentences, beam=1, length_penalty=0.6, coverage_penalty=0.0, batch_size=64
+        self,
+        sentences,
+        beam=1,
+        length_penalty=0.6,
+        coverage_penalty=0.0,
+        batch_size=64,
+        stopping="early",
     ):
-        """Translates a list of sentences (greedy for `beam=1`).
+        """Translates a list of sentences (greedy for `beam=1`; `stopping`:
+        beam search's rule, "early" or "exact", see
+        `zoo.recipes.decoding.beam_search`).
 
         Sentences are decoded in batches of similar length. Returns a list of
         `Translation`, in the order of `sentences`.
@@ -95,7 +103,7 @@ class Translator(SearchCache):
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
             tokens, attention, scores = self._decode_batch(
-                [source_ids[i] for i in rows], beam, length_penalty, coverage_penalty
+                [source_ids[i] for i in rows], beam, length_penalty, coverage_penalty, stopping
             )
             for k, row in enumerate(rows):
                 source = source_ids[row]
@@ -109,7 +117,7 @@ class Translator(SearchCache):
                 )
         return translations
 
-    def evaluate(self, pairs, beam=1, length_penalty=0.6, batch_size=64):
+    def evaluate(self, pairs, beam=1, length_penalty=0.6, batch_size=64, stopping="early"):
         """BLEU of the translations of `pairs` ((source, reference) tuples).
 
         References are normalized as the target tokenizer normalizes text;
@@ -124,7 +132,11 @@ class Translator(SearchCache):
         hypotheses = [
             t.text
             for t in self.translate(
-                sources, beam=beam, length_penalty=length_penalty, batch_size=batch_size
+                sources,
+                beam=beam,
+                length_penalty=length_penalty,
+                batch_size=batch_size,
+                stopping=stopping,
             )
         ]
         # A lowercasing tokenizer can only produce lowercase text, and the
