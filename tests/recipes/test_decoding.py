@@ -517,7 +517,8 @@ def test_early_stopping_stops_once_the_beam_has_finished_with_the_exact_result()
     # [EOS] (0.6) and [1, EOS] (0.39 * 0.6) finish by step 1; the live [1, 1]
     # (0.39 * 0.3) then loses to both at its length, but only loses to
     # [EOS] at the step limit once it has fallen far enough (by 0.9 a step).
-    params = table_params({(0, BOS): {EOS: 0.6, 1: 0.39}, (1, 1): {EOS: 0.6, 1: 0.3}}, default={1: 0.9})
+    rows = {(0, BOS): {EOS: 0.6, 1: 0.39}, (1, 1): {EOS: 0.6, 1: 0.3}}
+    params = table_params(rows, default={1: 0.9})
     model = ToyTranslator(params)
     source = padded([[5, 6]])
     alpha, limit = 1.0, 30
@@ -530,7 +531,8 @@ def test_early_stopping_stops_once_the_beam_has_finished_with_the_exact_result()
     # The exact rule's step: the first whose best live hypothesis, [1] * n,
     # bounded at the limit, can't beat [EOS].
     lp_limit = ((5.0 + limit) / 6.0) ** alpha
-    n = next(n for n in range(2, limit) if math.log(0.39 * 0.3 * 0.9 ** (n - 2)) / lp_limit <= math.log(0.6))
+    best_live = [math.log(0.39 * 0.3 * 0.9 ** (n - 2)) / lp_limit for n in range(limit)]
+    n = next(n for n in range(2, limit) if best_live[n] <= math.log(0.6))
     assert exact.num_steps == n > 2
     for field in ("tokens", "lengths", "scores", "penalized_scores", "beam_tokens", "beam_scores"):
         np.testing.assert_allclose(getattr(early, field), getattr(exact, field), err_msg=field)

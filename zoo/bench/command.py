@@ -164,9 +164,13 @@ def command(args):
     `--out`. With a `--backend` other than the loaded one, it runs itself in
     a child process with that backend."""
     if args.run and args.suite != "decode":
-        raise ZooUserError(f"--run times decoding: use `zoo bench decode --run`, not {args.suite!r}")
+        raise ZooUserError(
+            f"--run times decoding: use `zoo bench decode --run`, not {args.suite!r}"
+        )
     if args.run and args.beam < 2:
-        raise ZooUserError(f"--beam must be 2 or more with --run (greedy is timed anyway); got {args.beam}")
+        raise ZooUserError(
+            f"--beam must be 2 or more with --run (greedy is timed anyway); got {args.beam}"
+        )
     argv = command_line(args)
     if args.backend and not _use_backend(args.backend):
         code = subprocess.call(

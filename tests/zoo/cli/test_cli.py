@@ -108,7 +108,8 @@ def test_beam_stop_reaches_the_translator(capsys, tiny_run, monkeypatch):
 
     monkeypatch.setattr(Translator, "translate", recording)
     for option in (["--beam-stop", "exact"], []):
-        code, _, err = run_cli(capsys, "translate", str(tiny_run), "a dog .", "--beam", "2", *option)
+        argv = ["translate", str(tiny_run), "a dog .", "--beam", "2", *option]
+        code, _, err = run_cli(capsys, *argv)
         assert code == 0, err
     assert seen == ["exact", "early"]
 
