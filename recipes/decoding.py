@@ -49,6 +49,8 @@ from zoo.recipes.contract import carried_state_keys
 # A "minus infinity" that stays finite: sums and differences of it never make
 # NaN, and anything below NEG_INF / 2 is treated as impossible.
 NEG_INF = -1e9
+# How beam search decides that an example is done (see `beam_search`).
+STOPPING_RULES = ("early", "exact")
 # Coverage below this floor is clipped before the log, so that a source word
 # that got exactly zero attention costs a large but finite penalty.
 COVERAGE_FLOOR = 1e-10
@@ -233,6 +235,7 @@ def beam_search(
     max_length=None,
     max_length_ratio=1.5,
     max_length_offset=10,
+    stopping="early",
 ):
     """Beam search with the GNMT length and coverage penalties.
 
@@ -251,14 +254,32 @@ def beam_search(
     hypothesis stays finished: it is never extended, its length and score
     are frozen, and its live slot is refilled by the other beams' candidates.
 
-    An example stops when no live hypothesis can beat its best finished one:
-    log-probabilities only fall, `lp` grows with the length and `cp <= 0`,
-    so a live hypothesis with log-probability `s` can at best reach
-    `s / lp(limit)`. Its search is then frozen, so an example's result does
-    not depend on the rest of the batch; the loop ends when every example is
-    done or at the step limit. The chosen hypothesis is the best finished one
-    by `s(Y, X)`, or, for an example with none, the best live one at the
-    limit.
+    When an example is done is set by `stopping`; a done example's search
+    is frozen, so its result does not depend on the rest of the batch, and
+    the loop ends when every example is done or at the step limit. Both
+    rules bound what a live hypothesis (log-probability `s`, length `t`) can
+    still reach: log-probabilities only fall and `cp <= 0`, so the bounds
+    leave the coverage penalty out.
+
+    - `"exact"`: done when no live hypothesis can beat the best finished
+      one at any length up to the limit: `lp` grows with the length, so
+      the best an extension can reach is `s / lp(limit)`. The chosen
+      hypothesis is then the one a search run to the step limit would
+      choose; but the bound almost never holds before the limit, so most
+      examples run all `limit` steps.
+    - `"early"` (the default, the common rule of beam search decoders): also
+      done once the example has `beam_width` finished hypotheses and no
+      live one beats the worst of them at its current length,
+      `s / lp(t)`. With `length_penalty > 0` this can return another
+      result than `"exact"`: a live hypothesis' penalised score can still
+      rise as it grows (when its next tokens cost less than the growth of
+      `lp`), and such a hypothesis is no longer followed. With
+      `length_penalty = 0` the two rules are the same (with or without
+      the coverage penalty): both bounds are `s`, and the worst finished
+      hypothesis beating `s` implies the best one does.
+
+    The chosen hypothesis is the best finished one by `s(Y, X)`, or, for an
+    example with none, the best live one at the limit.
 
     With `beam_width=1` (and no penalties) this is exactly `greedy_search`:
     same tokens, same scores.
@@ -273,6 +294,8 @@ def beam_search(
             attention covers every source word (GNMT used 0.2).
         max_length, max_length_ratio, max_length_offset: the step limit, as
             in `greedy_search`.
+        stopping: `"early"` (default) or `"exact"`, when an example is
+            done (see above).
 
     Returns:
         A `DecodeResult` with every field set: the best hypothesis of each
@@ -290,6 +313,10 @@ def beam_search(
     for name, value in (("length_penalty", length_penalty), ("coverage_penalty", coverage_penalty)):
         if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or value < 0:
             raise ValueError(f"`{name}` must be a float >= 0. Received: {name}={value!r}")
+    if not isinstance(stopping, str) or stopping not in STOPPING_RULES:
+        raise ValueError(
+            f"`stopping` must be one of {STOPPING_RULES}. Received: stopping={stopping!r}"
+        )
     width = int(beam_width)
     alpha = float(length_penalty)
     beta = float(coverage_penalty)
@@ -329,7 +356,7 @@ def beam_search(
     if beta:
         # Only the coverage penalty needs each live hypothesis' attention sum.
         search["alive_coverage"] = ops.zeros((batch * width, source_width), "float32")
-    update = _BeamUpdate(model, carried, batch, width, limit, scorer)
+    update = _BeamUpdate(model, carried, batch, width, limit, scorer, stopping == "early")
     step = ops.convert_to_tensor(0, "int32")
     tokens = ops.full((batch * width,), model.bos_id, dtype="int32")
 
@@ -370,10 +397,12 @@ class _GnmtScorer:
             score = score + self.beta * ops.sum(covered * self.coverage_mask, axis=-1)
         return score
 
-    def best_reachable(self, log_probs, limit):
-        """An upper bound on s(Y, X) of any extension of live hypotheses."""
+    def best_reachable(self, log_probs, length):
+        """The most s(Y, X) that an extension of live hypotheses with
+        `log_probs` can reach at lengths up to `length` (cp <= 0 is left
+        out): an upper bound when `length` is the step limit."""
         if self.alpha:
-            return log_probs / self.length_factor(limit)
+            return log_probs / self.length_factor(length)
         return log_probs
 
 
@@ -381,8 +410,9 @@ class _BeamUpdate:
     """One beam-search step after `decode_step`: expand, set aside the
     finished candidates, reorder the live beams and their state."""
 
-    def __init__(self, model, carried, batch, width, limit, scorer):
+    def __init__(self, model, carried, batch, width, limit, scorer, early):
         self.model = model
+        self.early = early
         self.carried = carried
         self.batch = batch
         self.width = width
@@ -456,12 +486,21 @@ class _BeamUpdate:
         best_alive = ops.max(alive_scores, axis=1)
         best_finished = kept_keys[:, 0]
         done = ops.logical_or(
-            search["done"],
-            ops.logical_or(
-                best_alive <= NEG_INF / 2,
-                best_finished >= self.scorer.best_reachable(best_alive, self.limit),
-            ),
+            best_alive <= NEG_INF / 2,
+            best_finished >= self.scorer.best_reachable(best_alive, self.limit),
         )
+        if self.early:
+            # kept_keys is best first: its last column is the worst of the
+            # K finished ones, NEG_INF while fewer than K have finished.
+            worst_finished = kept_keys[:, -1]
+            done = ops.logical_or(
+                done,
+                ops.logical_and(
+                    worst_finished > NEG_INF / 2,
+                    worst_finished >= self.scorer.best_reachable(best_alive, length),
+                ),
+            )
+        done = ops.logical_or(search["done"], done)
         # A done example is frozen: no live beam, so nothing more enters.
         alive_scores = ops.where(ops.expand_dims(done, -1), NEG_INF, alive_scores)
         new_search.update({"alive_scores": ops.reshape(alive_scores, (-1,)), "done": done})

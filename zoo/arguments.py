@@ -6,6 +6,10 @@ without importing each other.
 
 import argparse
 
+# `zoo.recipes.decoding.STOPPING_RULES`, repeated so that the parsers need
+# no Keras (a test holds the two together).
+BEAM_STOPPING_RULES = ("early", "exact")
+
 
 def positive_int(text):
     try:

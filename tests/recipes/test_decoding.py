@@ -287,12 +287,13 @@ def test_step_limit_follows_max_length_the_ratio_and_the_model_cap():
 # Beam search ------------------------------------------------------------------
 
 
-def test_beam_width_one_is_exactly_greedy():
+@pytest.mark.parametrize("stopping", ["early", "exact"])
+def test_beam_width_one_is_exactly_greedy(stopping):
     params = random_params(seed=1)
     model = ToyTranslator(params)
     source = padded(SOURCES)
     greedy = to_numpy(greedy_search(model, source, max_length=8))
-    beam = to_numpy(beam_search(model, source, beam_width=1, max_length=8))
+    beam = to_numpy(beam_search(model, source, beam_width=1, max_length=8, stopping=stopping))
     for field in ("tokens", "lengths", "scores", "finished", "num_steps"):
         np.testing.assert_array_equal(getattr(beam, field), getattr(greedy, field), err_msg=field)
     np.testing.assert_allclose(beam.attention, greedy.attention, atol=1e-7)
@@ -455,6 +456,8 @@ def test_beam_search_rejects_bad_arguments():
         ({"beam_width": 2.0}, "beam_width"),
         ({"length_penalty": -0.5}, "length_penalty"),
         ({"coverage_penalty": -1.0}, "coverage_penalty"),
+        ({"stopping": "never"}, "stopping='never'"),
+        ({"stopping": True}, "stopping=True"),
     ]:
         with pytest.raises(ValueError, match=name):
             beam_search(model, source, **kwargs)
@@ -505,3 +508,65 @@ def test_search_compiles_as_the_translator_compiles_it(coverage_penalty):
                 np.testing.assert_allclose(graph, eager, atol=1e-6)
     # The step limit follows each batch's width: ceil(1.5 * S) + 10.
     assert [tuple(compiled[-1](source)[0].shape) for source in batches] == [(3, 18), (4, 22)]
+
+
+# Stopping rules ---------------------------------------------------------------
+
+
+def test_early_stopping_stops_once_the_beam_has_finished_with_the_exact_result():
+    # [EOS] (0.6) and [1, EOS] (0.39 * 0.6) finish by step 1; the live [1, 1]
+    # (0.39 * 0.3) then loses to both at its length, but only loses to
+    # [EOS] at the step limit once it has fallen far enough (by 0.9 a step).
+    rows = {(0, BOS): {EOS: 0.6, 1: 0.39}, (1, 1): {EOS: 0.6, 1: 0.3}}
+    params = table_params(rows, default={1: 0.9})
+    model = ToyTranslator(params)
+    source = padded([[5, 6]])
+    alpha, limit = 1.0, 30
+
+    def search(stopping):
+        return to_numpy(beam_search(model, source, 2, alpha, max_length=limit, stopping=stopping))
+
+    early, exact = search("early"), search("exact")
+    assert early.num_steps == 2
+    # The exact rule's step: the first whose best live hypothesis, [1] * n,
+    # bounded at the limit, can't beat [EOS].
+    lp_limit = ((5.0 + limit) / 6.0) ** alpha
+    best_live = [math.log(0.39 * 0.3 * 0.9 ** (n - 2)) / lp_limit for n in range(limit)]
+    n = next(n for n in range(2, limit) if best_live[n] <= math.log(0.6))
+    assert exact.num_steps == n > 2
+    for field in ("tokens", "lengths", "scores", "penalized_scores", "beam_tokens", "beam_scores"):
+        np.testing.assert_allclose(getattr(early, field), getattr(exact, field), err_msg=field)
+    assert decode_to_lists(early.beam_tokens, include_eos=True) == [[[EOS], [1, EOS]]]
+
+
+@pytest.mark.parametrize("seed, beta", [(3, 0.0), (2, 0.5), (9, 0.5)])
+def test_early_stopping_without_length_penalty_is_the_exact_rule(seed, beta):
+    model = ToyTranslator(random_params(seed))
+    source = padded(SOURCES)
+    results = [
+        to_numpy(beam_search(model, source, 2, 0.0, beta, max_length=12, stopping=stopping))
+        for stopping in ("early", "exact")
+    ]
+    assert results[0].num_steps < 12  # the bound holds before the limit
+    for field, early, exact in zip(DecodeResult._fields, *results):
+        np.testing.assert_array_equal(early, exact, err_msg=field)
+
+
+def test_early_stopping_misses_a_hypothesis_that_the_length_penalty_lifts():
+    # With alpha = 2, [1, 1, 1, 1, EOS] (0.45 * 0.45 * 0.99 ** 3) beats [EOS]
+    # (0.5) by lp(5); but at step 1 [1, 1] (0.45 * 0.45) loses at its length
+    # to both finished [EOS] and [1, EOS] (0.45 * 0.5).
+    rows = {(0, BOS): {EOS: 0.5, 1: 0.45}, (1, 1): {EOS: 0.5, 1: 0.45}, (4, 1): {EOS: 0.99}}
+    rows.update({(step, 1): {1: 0.99} for step in (2, 3)})
+    model = ToyTranslator(table_params(rows))
+    source = padded([[5, 6]])
+
+    def search(stopping):
+        return to_numpy(beam_search(model, source, 2, 2.0, max_length=6, stopping=stopping))
+
+    early, exact = search("early"), search("exact")
+    assert early.num_steps == 2 and decode_to_lists(early, include_eos=True) == [[EOS]]
+    assert decode_to_lists(exact, include_eos=True) == [[1, 1, 1, 1, EOS]]
+    expected = math.log(0.45 * 0.45 * 0.99**3) / (10.0 / 6.0) ** 2
+    np.testing.assert_allclose(exact.penalized_scores, [expected], rtol=1e-5)
+    assert expected > early.penalized_scores[0] == pytest.approx(math.log(0.5))

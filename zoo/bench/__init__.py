@@ -2,6 +2,8 @@
 
     zoo bench [layers|decode|train|export|all] [--backend B] [--size S]
               [--repeats N] [--warmup N] [--min-time SECONDS] [--out results.json]
+    zoo bench decode --run DIR [--data SOURCE,REFERENCE] [--limit N] [--beam K]
+              [--length-penalty A] [--out result.json]
 
 Every case is a pair, ours and a reference (Keras' own layer, or the other of
 two choices of ours), timed in the same run: after `--warmup` untimed calls,
@@ -30,7 +32,10 @@ The suites, one module each:
   sentence on rnnsearch_small, with greedy search over as many copies of
   each sentence as the beam is wide as the floor of a batched beam; one
   MultiHeadAttention decoding step with the key/value cache against
-  recomputing the whole prefix, at a few decoded lengths.
+  recomputing the whole prefix, at a few decoded lengths. With `--run DIR`
+  (`trained_decoding`) it times a trained run instead: greedy, beam K with
+  the exact stopping bound and beam K with early stopping over a test set,
+  each with its wall time, sentences/s, steps run and BLEU.
 - `training` (`zoo bench train`): `train_on_batch` of each translation recipe
   (and of captioning when its preset exists) in target tokens (images) per
   second; on TensorFlow with XLA (`jit_compile=True`) against without, what

@@ -19,6 +19,7 @@ from zoo.bench.timing import DEFAULT_MIN_TIME
 from zoo.bench.timing import MAX_ROUNDS_FACTOR
 from zoo.bench.timing import Runner
 from zoo.bench.training import bench_train
+from zoo.errors import ZooUserError
 
 BENCHMARKS = {
     "layers": bench_layers,
@@ -109,6 +110,20 @@ def add_parser(subcommands):
         "--repeats", type=positive_int, default=10, help="timed calls of each side, at least"
     )
     parser.add_argument("--warmup", type=positive_int, default=2, help="untimed calls before them")
+    trained = parser.add_argument_group(
+        "decode --run: greedy, beam exact and beam early of a trained run on a test set"
+    )
+    trained.add_argument("--run", metavar="DIR", help="a translation run directory to time")
+    trained.add_argument(
+        "--data",
+        metavar="SOURCE,REFERENCE",
+        help="its test set, as `zoo evaluate --data` reads it (default: the run's synthetic one)",
+    )
+    trained.add_argument("--limit", type=positive_int, help="the first N pairs only")
+    trained.add_argument("--beam", type=positive_int, default=5, help="beam width (default 5)")
+    trained.add_argument(
+        "--length-penalty", type=non_negative_float, default=0.6, help="GNMT alpha (default 0.6)"
+    )
     parser.add_argument(
         "--min-time",
         type=non_negative_float,
@@ -127,6 +142,11 @@ def command_line(args):
         argv += ["--backend", args.backend]
     if args.out:
         argv += ["--out", args.out]
+    if args.run:
+        argv += ["--run", args.run, "--beam", str(args.beam)]
+        argv += ["--length-penalty", str(args.length_penalty)]
+        argv += ["--data", args.data] if args.data else []
+        argv += ["--limit", str(args.limit)] if args.limit else []
     return argv
 
 
@@ -143,6 +163,14 @@ def command(args):
     """Runs `zoo bench` with the parsed `args`: prints the report, writes
     `--out`. With a `--backend` other than the loaded one, it runs itself in
     a child process with that backend."""
+    if args.run and args.suite != "decode":
+        raise ZooUserError(
+            f"--run times decoding: use `zoo bench decode --run`, not {args.suite!r}"
+        )
+    if args.run and args.beam < 2:
+        raise ZooUserError(
+            f"--beam must be 2 or more with --run (greedy is timed anyway); got {args.beam}"
+        )
     argv = command_line(args)
     if args.backend and not _use_backend(args.backend):
         code = subprocess.call(
@@ -151,6 +179,9 @@ def command(args):
         )
         if code:
             raise SystemExit(code)
+        return
+    if args.run:
+        _bench_trained_run(args, "zoo bench " + " ".join(argv))
         return
     suites = SUITES if args.suite == "all" else (args.suite,)
     results, cases = run(
@@ -162,8 +193,28 @@ def command(args):
         command="zoo bench " + " ".join(argv),
     )
     print(report.markdown_report(results, cases), flush=True)
-    if args.out:
-        with open(args.out, "w") as out:
+    _write_results(results, args.out)
+
+
+def _bench_trained_run(args, command_line):
+    from zoo.bench import trained_decoding
+
+    results = trained_decoding.bench_trained_run(
+        args.run,
+        data=args.data,
+        limit=args.limit,
+        beam=args.beam,
+        length_penalty=args.length_penalty,
+        log=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    results["command"] = command_line
+    print(trained_decoding.markdown_table(results), flush=True)
+    _write_results(results, args.out)
+
+
+def _write_results(results, path):
+    if path:
+        with open(path, "w") as out:
             json.dump(results, out, indent=2)
             out.write("\n")
 

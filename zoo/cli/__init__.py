@@ -4,11 +4,11 @@
     zoo train PRESET [--data SPEC] [--epochs N] [--out DIR] [--strategy S] [--mixed-precision P]
               [--jit-compile on|off]
               (resumes DIR when it holds an unfinished run)
-    zoo evaluate DIR [--data SPEC] [--beam K] [--progress]
-    zoo translate DIR "a sentence" [--beam K] [--plot out.png]
+    zoo evaluate DIR [--data SPEC] [--beam K] [--beam-stop early|exact] [--progress]
+    zoo translate DIR "a sentence" [--beam K] [--beam-stop early|exact] [--plot out.png]
     zoo translate DIR --input FILE|- [--output FILE] [--n-best K] [--alignments FILE]
-    zoo caption DIR image.png [--beam K] [--plot out.png]
-    zoo export DIR [--format saved_model|onnx] [--out PATH] [--beam K]
+    zoo caption DIR image.png [--beam K] [--beam-stop early|exact] [--plot out.png]
+    zoo export DIR [--format saved_model|onnx] [--out PATH] [--beam K] [--beam-stop early|exact]
     zoo bench [layers|decode|train|export|all] [--backend B] [--out results.json]
     zoo demo [--layers]
 
@@ -25,6 +25,7 @@ import os
 import sys
 
 from zoo import extras
+from zoo.arguments import BEAM_STOPPING_RULES
 from zoo.arguments import non_negative_float
 from zoo.arguments import positive_int
 from zoo.errors import ZooUserError
@@ -45,6 +46,17 @@ USER_ERROR = 2
 
 class UserError(ZooUserError):
     """A mistake of the user's found by the command line itself."""
+
+
+def add_beam_stop(parser):
+    parser.add_argument(
+        "--beam-stop",
+        choices=BEAM_STOPPING_RULES,
+        default="early",
+        help="when beam search ends a sentence: early (default; once it has K finished "
+        "hypotheses that no live one beats at its length) or exact (once none can win "
+        "at the step limit; slower)",
+    )
 
 
 def add_progress_flag(parser):
@@ -117,6 +129,7 @@ def build_parser():
     evaluate.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
     evaluate.add_argument("--length-penalty", type=non_negative_float, default=0.6)
     evaluate.add_argument("--limit", type=positive_int, help="evaluate the first N pairs only")
+    add_beam_stop(evaluate)
     add_progress_flag(evaluate)
 
     translate = commands.add_parser(
@@ -156,6 +169,7 @@ def build_parser():
         help="write each line's word alignment there in Pharaoh format ('0-0 1-2 ...': "
         "source-target word indices from the attention's peak)",
     )
+    add_beam_stop(translate)
     translate.add_argument("--plot", help="save the alignment heat map of the first sentence (PNG)")
     add_progress_flag(translate)
 
@@ -164,6 +178,7 @@ def build_parser():
     caption.add_argument("images", nargs="+", help="image files (PNG, JPEG, BMP, GIF)")
     caption.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
     caption.add_argument("--length-penalty", type=non_negative_float, default=0.6)
+    add_beam_stop(caption)
     caption.add_argument(
         "--plot", help="save the attention of each word over the first image (PNG)"
     )
@@ -205,6 +220,7 @@ def build_parser():
         default=0.6,
         help="saved_model: GNMT length penalty of beam search (default 0.6)",
     )
+    add_beam_stop(export)
     export.add_argument(
         "--max-input-length",
         type=positive_int,
@@ -264,7 +280,11 @@ def evaluate_captioner(captioner, args):
     examples = CAPTIONING.test_examples(captioner.config, args.data)[: args.limit]
     with progress.shown(args.progress, len(examples), unit="images") as counter:
         result = captioner.evaluate(
-            examples, beam=args.beam, length_penalty=args.length_penalty, progress=counter
+            examples,
+            beam=args.beam,
+            length_penalty=args.length_penalty,
+            progress=counter,
+            stopping=args.beam_stop,
         )
     for name, value in result["scores"].items():
         print(f"{name}: {value:.2f}" if isinstance(value, float) else f"{name}: {value}")
@@ -290,7 +310,11 @@ def evaluate_translator(translator, args):
     pairs = TRANSLATION.test_examples(translator.config, args.data)[: args.limit]
     with progress.shown(args.progress, len(pairs)) as counter:
         result = translator.evaluate(
-            pairs, beam=args.beam, length_penalty=args.length_penalty, progress=counter
+            pairs,
+            beam=args.beam,
+            length_penalty=args.length_penalty,
+            progress=counter,
+            stopping=args.beam_stop,
         )
     print(result["bleu"])
     print()
@@ -337,7 +361,7 @@ def command_caption(args):
 
     captioner = open_run(args, "caption")
     captions = captioner.caption_files(
-        args.images, beam=args.beam, length_penalty=args.length_penalty
+        args.images, beam=args.beam, length_penalty=args.length_penalty, stopping=args.beam_stop
     )
     for caption in captions:
         print(caption.text)
@@ -372,6 +396,7 @@ def command_export(args):
             length_penalty=args.length_penalty,
             max_input_length=args.max_input_length,
             overwrite=args.overwrite,
+            stopping=args.beam_stop,
         )
     print(f"{args.format}: {path}")
 

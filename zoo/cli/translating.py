@@ -144,6 +144,7 @@ def translate(args, translator, error):
                 blank_lines=not args.sentences,
                 beam=args.beam,
                 length_penalty=args.length_penalty,
+                stopping=args.beam_stop,
                 batch_size=batch_size,
                 n_best=args.n_best or 0,
                 progress=counter,

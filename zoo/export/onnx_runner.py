@@ -214,7 +214,9 @@ def _log_softmax(logits):
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
-def onnx_search(model, beam, length_penalty, coverage_penalty=0.0, max_length=None):
+def onnx_search(
+    model, beam, length_penalty, coverage_penalty=0.0, max_length=None, stopping="early"
+):
     """Greedy (`beam=1`, NumPy) or beam search (`decoding.beam_search`) of an
     `OnnxModel`, as a function of the source batch: the counterpart of
     `zoo.inference.search_cache.compiled_search`.
@@ -228,7 +230,7 @@ def onnx_search(model, beam, length_penalty, coverage_penalty=0.0, max_length=No
         return lambda source: greedy_search(model, source, max_length=max_length)
     if keras.backend.backend() == "tensorflow":
         model = _GraphStepModel(model)
-    return compiled_search(model, beam, length_penalty, coverage_penalty, max_length)
+    return compiled_search(model, beam, length_penalty, coverage_penalty, max_length, stopping)
 
 
 # onnxruntime's type names -> NumPy dtypes, for the graphs' inputs and outputs.

@@ -44,8 +44,8 @@ Signatures of a captioning run:
   -> {"logits": float32 [B, T, V]}`.
 
 The first signature is also `serving_default`. `score` is log P(Y|X) of the
-chosen hypothesis. The search settings (`beam`, `length_penalty`) are fixed
-at export. Runs whose dtype policy computes in float16 or bfloat16 are
+chosen hypothesis. The search settings (`beam`, `length_penalty`,
+`stopping`) are fixed at export. Runs whose dtype policy computes in float16 or bfloat16 are
 refused (see `check_dtype_policy`).
 
 Bounded input: each sentence is cut to its first `max_input_length` word
@@ -75,6 +75,7 @@ from zoo.tasks import check_run_directory
 from zoo.tasks import task_for
 from zoo.inference.translator import SOURCE_WIDTH_MULTIPLE
 from zoo.inference.search_cache import compiled_search
+from zoo.recipes import decoding
 
 # Before tokenization a sentence is cut to this many characters per word
 # piece allowed; a piece is at least one character, so this keeps every
@@ -93,6 +94,7 @@ def export_saved_model(
     length_penalty=0.6,
     max_input_length=None,
     overwrite=False,
+    stopping="early",
 ):
     """Exports a run directory as a SavedModel with serving signatures.
 
@@ -109,6 +111,8 @@ def export_saved_model(
             read (translation only; longer sentences are cut). Default: the
             run's training `max_length`.
         overwrite: replace an existing, non-empty `out`.
+        stopping: beam search's rule, "early" (default) or "exact" (see
+            `zoo.recipes.decoding.beam_search`; unused when greedy).
 
     Returns:
         The SavedModel folder, a `Path`.
@@ -121,14 +125,14 @@ def export_saved_model(
     run_dir = check_run_directory(run_dir)
     out = Path(out)
     files.check_output_folder(out, overwrite, ExportError)
-    _check_options(beam, length_penalty, max_input_length)
+    _check_options(beam, length_penalty, max_input_length, stopping)
     # Before loading: a show_attend_tell model can't even be built under
     # some policies (see `check_dtype_policy`).
     check_dtype_policy(runs.read_json(run_dir / runs.CONFIG))
     run = zoo.load(run_dir)
     archive = keras.export.ExportArchive()
     archive.track(run.model)
-    ENDPOINTS[task_for(run.config)](archive, run, beam, length_penalty, max_input_length)
+    ENDPOINTS[task_for(run.config)](archive, run, beam, length_penalty, max_input_length, stopping)
     with files.replacing(out, folder=True) as temporary:
         archive.write_out(temporary, verbose=False)
     return out
@@ -177,11 +181,15 @@ def check_dtype_policy(config):
         )
 
 
-def _check_options(beam, length_penalty, max_input_length):
+def _check_options(beam, length_penalty, max_input_length, stopping):
     if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1:
         raise ExportError(f"beam must be an int >= 1; received {beam!r}")
     if not isinstance(length_penalty, (int, float)) or length_penalty < 0:
         raise ExportError(f"length_penalty must be a number >= 0; received {length_penalty!r}")
+    if stopping not in decoding.STOPPING_RULES:
+        raise ExportError(
+            f"stopping must be one of {', '.join(decoding.STOPPING_RULES)}; received {stopping!r}"
+        )
     if max_input_length is not None and (
         not isinstance(max_input_length, int) or max_input_length < 1
     ):
@@ -208,10 +216,12 @@ def _input_limit(translator, max_input_length):
     return limit
 
 
-def _add_translation_endpoints(archive, translator, beam, length_penalty, max_input_length):
+def _add_translation_endpoints(
+    archive, translator, beam, length_penalty, max_input_length, stopping
+):
     model = translator.model
     limit = _input_limit(translator, max_input_length)
-    search = compiled_search(model, beam, length_penalty)
+    search = compiled_search(model, beam, length_penalty, stopping=stopping)
 
     def translate(text):
         text = tf.strings.substr(text, 0, CHARACTERS_PER_PIECE * limit, unit="UTF8_CHAR")
@@ -246,10 +256,12 @@ def _add_translation_endpoints(archive, translator, beam, length_penalty, max_in
     _add_logits_endpoint(archive, model)
 
 
-def _add_captioning_endpoints(archive, captioner, beam, length_penalty, max_input_length):
+def _add_captioning_endpoints(archive, captioner, beam, length_penalty, max_input_length, stopping):
     model = captioner.model
     size = model.image_size
-    search = compiled_search(model, beam, length_penalty, max_length=captioner.max_caption_length)
+    search = compiled_search(
+        model, beam, length_penalty, max_length=captioner.max_caption_length, stopping=stopping
+    )
 
     def caption(images):
         pixels = tf.map_fn(

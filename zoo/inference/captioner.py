@@ -69,8 +69,10 @@ class Captioner(SearchCache):
     def max_caption_length(self):
         return self.config.get("training", {}).get("max_length")
 
-    def _search(self, beam, length_penalty):
-        return self.cached_search(beam, length_penalty, max_length=self.max_caption_length)
+    def _search(self, beam, length_penalty, stopping="early"):
+        return self.cached_search(
+            beam, length_penalty, max_length=self.max_caption_length, stopping=stopping
+        )
 
     def _as_batch(self, images):
         images = np.asarray(images)
@@ -86,8 +88,12 @@ class Captioner(SearchCache):
             return images.astype("float32") / 255.0
         return images.astype("float32")
 
-    def caption(self, images, beam=1, length_penalty=0.6, batch_size=64, progress=None):
-        """Captions images: uint8 (0-255) or float (0-1) `[N, S, S, 3]`.
+    def caption(
+        self, images, beam=1, length_penalty=0.6, batch_size=64, progress=None, stopping="early"
+    ):
+        """Captions images: uint8 (0-255) or float (0-1) `[N, S, S, 3]`
+        (greedy for `beam=1`; `stopping`: beam search's rule, "early" or
+        "exact", see `zoo.recipes.decoding.beam_search`).
 
         `progress`, when given, is called with the number of images
         captioned as each batch ends. Returns a list of `Caption`, one per
@@ -101,7 +107,7 @@ class Captioner(SearchCache):
             if len(images) > batch_size:
                 # The last batch padded to the full size: one compiled shape.
                 batch = np.concatenate([batch, images[: batch_size - len(batch)]])
-            result = self._search(beam, length_penalty)(batch)
+            result = self._search(beam, length_penalty, stopping)(batch)
             tokens = decoding.decode_to_lists(
                 result, self.model.eos_id, self.model.pad_id, include_eos=True
             )
@@ -121,14 +127,18 @@ class Captioner(SearchCache):
                 progress(min(batch_size, len(images) - start))
         return results
 
-    def caption_files(self, paths, beam=1, length_penalty=0.6, progress=None):
+    def caption_files(self, paths, beam=1, length_penalty=0.6, progress=None, stopping="early"):
         """Captions image files (PNG, JPEG, ...), resized to the model's size."""
         from zoo.data import load_image
 
         images = np.stack([load_image(path, self.image_size) for path in paths])
-        return self.caption(images, beam=beam, length_penalty=length_penalty, progress=progress)
+        return self.caption(
+            images, beam=beam, length_penalty=length_penalty, progress=progress, stopping=stopping
+        )
 
-    def evaluate(self, examples, beam=1, length_penalty=0.6, batch_size=64, progress=None):
+    def evaluate(
+        self, examples, beam=1, length_penalty=0.6, batch_size=64, progress=None, stopping="early"
+    ):
         """Caption metrics of `examples`, each with `.captions` (references)
         and either `.image` (an array) or `.image_path` (a file).
 
@@ -140,11 +150,16 @@ class Captioner(SearchCache):
         """
         if hasattr(examples[0], "image"):
             captions = self.caption(
-                np.stack([e.image for e in examples]), beam, length_penalty, batch_size, progress
+                np.stack([e.image for e in examples]),
+                beam,
+                length_penalty,
+                batch_size,
+                progress,
+                stopping,
             )
         else:
             captions = self.caption_files(
-                [e.image_path for e in examples], beam, length_penalty, progress
+                [e.image_path for e in examples], beam, length_penalty, progress, stopping
             )
         references = [self.tokenizer.normalize(list(e.captions)) for e in examples]
         scores = caption_metrics.caption_scores([c.text for c in captions], references)

@@ -6,9 +6,12 @@ import keras
 from zoo.recipes import decoding
 
 
-def compiled_search(model, beam, length_penalty, coverage_penalty=0.0, max_length=None):
+def compiled_search(
+    model, beam, length_penalty, coverage_penalty=0.0, max_length=None, stopping="early"
+):
     """Greedy (`beam=1`) or beam search of `model`, compiled as one function
-    of the source batch (see `compile_inference`)."""
+    of the source batch (see `compile_inference`); `stopping` is beam
+    search's rule (`decoding.beam_search`)."""
     if beam > 1:
 
         def search(source):
@@ -19,6 +22,7 @@ def compiled_search(model, beam, length_penalty, coverage_penalty=0.0, max_lengt
                 length_penalty=length_penalty,
                 coverage_penalty=coverage_penalty,
                 max_length=max_length,
+                stopping=stopping,
             )
 
     else:
@@ -54,16 +58,18 @@ class SearchCache:
 
     The wrapper's `__init__` sets `self._searches = {}`. A subclass whose
     model needs another search sets `make_search`, a function `(model,
-    beam, length_penalty, coverage_penalty, max_length)` returning a
-    function of the source batch.
+    beam, length_penalty, coverage_penalty, max_length, stopping=...)`
+    returning a function of the source batch.
     """
 
     make_search = staticmethod(compiled_search)
 
-    def cached_search(self, beam, length_penalty, coverage_penalty=0.0, max_length=None):
-        key = (beam, length_penalty, coverage_penalty, max_length)
+    def cached_search(
+        self, beam, length_penalty, coverage_penalty=0.0, max_length=None, stopping="early"
+    ):
+        key = (beam, length_penalty, coverage_penalty, max_length, stopping)
         if key not in self._searches:
             self._searches[key] = self.make_search(
-                self.model, beam, length_penalty, coverage_penalty, max_length
+                self.model, beam, length_penalty, coverage_penalty, max_length, stopping=stopping
             )
         return self._searches[key]

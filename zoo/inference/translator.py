@@ -133,8 +133,8 @@ class Translator(SearchCache):
     def max_source_length(self):
         return self.config.get("training", {}).get("max_length")
 
-    def _search(self, beam, length_penalty, coverage_penalty):
-        return self.cached_search(beam, length_penalty, coverage_penalty)
+    def _search(self, beam, length_penalty, coverage_penalty, stopping="early"):
+        return self.cached_search(beam, length_penalty, coverage_penalty, stopping=stopping)
 
     def _encode_sources(self, sentences):
         """The parts each sentence is decoded as: for each sentence a list
@@ -154,7 +154,9 @@ class Translator(SearchCache):
                 units.append([(ids or [self.model.eos_id], False)])
         return units
 
-    def _decode_batch(self, source_ids, beam, length_penalty, coverage_penalty, n_best=0):
+    def _decode_batch(
+        self, source_ids, beam, length_penalty, coverage_penalty, n_best=0, stopping="early"
+    ):
         """Decodes one batch: `(tokens, attention, scores, n_best)`, where
         `n_best` holds, per row, up to `n_best` `(tokens, score,
         penalized_score)` of the beam, best first (None when not asked)."""
@@ -163,7 +165,7 @@ class Translator(SearchCache):
         source = np.zeros((len(source_ids), width), "int32")
         for row, ids in enumerate(source_ids):
             source[row, : len(ids)] = ids
-        result = self._search(beam, length_penalty, coverage_penalty)(source)
+        result = self._search(beam, length_penalty, coverage_penalty, stopping)(source)
         eos, pad = self.model.eos_id, self.model.pad_id
         tokens = decoding.decode_to_lists(result, eos, pad, include_eos=True)
         scores = keras.ops.convert_to_numpy(result.scores)
@@ -194,6 +196,7 @@ class Translator(SearchCache):
         batch_size=64,
         n_best=0,
         progress=None,
+        stopping="early",
     ):
         """Translates a list of sentences (greedy for `beam=1`).
 
@@ -212,6 +215,8 @@ class Translator(SearchCache):
                 `n_best` best hypotheses of the beam (at most `beam`).
             progress: optional callable, called with the number of
                 sentences finished as each batch ends.
+            stopping: beam search's rule, "early" or "exact" (see
+                `zoo.recipes.decoding.beam_search`).
 
         Returns:
             A list of `Translation`, in the order of `sentences`.
@@ -235,6 +240,7 @@ class Translator(SearchCache):
                 length_penalty,
                 coverage_penalty,
                 n_best,
+                stopping,
             )
             finished = 0
             for i, (row, k) in enumerate(batch):
@@ -257,12 +263,14 @@ class Translator(SearchCache):
                 progress(finished)
         return [_join_parts(parts) for parts in decoded]
 
-    def evaluate(self, pairs, beam=1, length_penalty=0.6, batch_size=64, progress=None):
+    def evaluate(
+        self, pairs, beam=1, length_penalty=0.6, batch_size=64, progress=None, stopping="early"
+    ):
         """BLEU of the translations of `pairs` ((source, reference) tuples).
 
         References are normalized as the target tokenizer normalizes text;
         with a lowercasing tokenizer the BLEU is lowercased and its
-        signature says `case:lc`. `progress` is `translate`'s.
+        signature says `case:lc`. `progress` and `stopping` are `translate`'s.
 
         Returns a dict with `bleu` (a `zoo.evaluation.bleu.BleuResult`),
         `by_length` (BLEU per source-length bucket) and `hypotheses`.
@@ -277,6 +285,7 @@ class Translator(SearchCache):
                 length_penalty=length_penalty,
                 batch_size=batch_size,
                 progress=progress,
+                stopping=stopping,
             )
         ]
         # A lowercasing tokenizer can only produce lowercase text, and the

@@ -41,6 +41,17 @@ def test_invalid_option_exits_with_usage_error(capsys):
     assert "positive integer" in capsys.readouterr().err
 
 
+def test_bad_beam_stop_is_a_usage_error_naming_the_value(capsys):
+    from zoo.arguments import BEAM_STOPPING_RULES
+    from zoo.recipes.decoding import STOPPING_RULES
+
+    assert BEAM_STOPPING_RULES == STOPPING_RULES  # the parser's copy of the rules
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["translate", "runs/x", "a dog .", "--beam-stop", "never"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'never'" in capsys.readouterr().err
+
+
 def test_console_script_reports_without_traceback():
     result = subprocess.run(
         [sys.executable, "-m", "zoo.cli", "evaluate", "/nonexistent/run"],
@@ -84,6 +95,23 @@ def test_translate_and_plot(capsys, tiny_run, tmp_path):
     assert code == 0
     assert len(out.strip().splitlines()) == 1
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.tensorflow_only
+def test_beam_stop_reaches_the_translator(capsys, tiny_run, monkeypatch):
+    seen = []
+    translate = Translator.translate
+
+    def recording(self, *args, **kwargs):
+        seen.append(kwargs["stopping"])
+        return translate(self, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate", recording)
+    for option in (["--beam-stop", "exact"], []):
+        argv = ["translate", str(tiny_run), "a dog .", "--beam", "2", *option]
+        code, _, err = run_cli(capsys, *argv)
+        assert code == 0, err
+    assert seen == ["exact", "early"]
 
 
 @pytest.mark.tensorflow_only

@@ -301,6 +301,12 @@ def test_incomplete_run_directory_is_one_line(capsys, translation_run, tmp_path)
     assert not (tmp_path / "out").exists()
 
 
+def test_unknown_stopping_rule_is_refused_naming_it(translation_run, tmp_path):
+    with pytest.raises(export.ExportError, match="received 'never'"):
+        export.export_saved_model(translation_run, tmp_path / "out", beam=2, stopping="never")
+    assert not (tmp_path / "out").exists()
+
+
 def test_existing_output_is_refused_unless_overwrite(capsys, caption_run, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
