@@ -182,6 +182,32 @@ def describe(strategy, precision):
     }
 
 
+def automatic_precision(cpuinfo=None):
+    """"bfloat16" where the CPU has bf16 matrix units, else None (float32).
+
+    Intel's AMX (Sapphire Rapids and later Xeons) reports the `amx_bf16`
+    flag in /proc/cpuinfo; elsewhere (this project's AMD EPYC machines
+    among them) bfloat16 has no matrix units and is emulated, so float32 is
+    kept. Not the default of `zoo train`: equal BLEU in bfloat16 has not been
+    checked on an AMX machine (docs/performance.md).
+
+    Args:
+        cpuinfo: the text of /proc/cpuinfo (default: read it; a system
+            without the file gets float32).
+    """
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as file:
+                cpuinfo = file.read()
+        except OSError:
+            return None
+    for line in cpuinfo.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == "flags" and "amx_bf16" in value.split():
+            return "bfloat16"
+    return None
+
+
 def check_precision(precision):
     """`precision` if it is None or one of `PRECISIONS`, else a DistributionError."""
     if precision is not None and precision not in PRECISIONS:

@@ -295,7 +295,9 @@ def train(
             a strategy object; `batch_size` is the global batch, split
             across the replicas. Under "multi-worker" only the chief writes
             `out`.
-        mixed_precision: None (float32), "bfloat16" or "float16".
+        mixed_precision: None (float32), "bfloat16" or "float16", or "auto"
+            (`distributed.automatic_precision`: bfloat16 where the CPU
+            reports amx_bf16, else float32).
         jit_compile: None (the preset's setting, else the recipe's default
             on this backend: `recipes.seq2seq.default_jit_compile`), or a
             bool for Keras' `compile(jit_compile=...)`. A train step that
@@ -326,6 +328,8 @@ def train(
             f"received {checkpoint_every_steps!r}"
         )
     strategy = distributed.make_strategy(strategy)
+    if mixed_precision == "auto":
+        mixed_precision = distributed.automatic_precision()
     distributed.check_precision(mixed_precision)
     settings = registry.get_preset(preset)
     training = dict(settings["training"])
