@@ -113,7 +113,7 @@ def check_training_settings(training):
         raise TrainingError(f"warmup_steps must be an int >= 0; received {warmup!r}")
     if schedule == "inverse_sqrt" and warmup < 1:
         raise TrainingError(
-            "the inverse_sqrt schedule needs warmup_steps >= 1 (its peak); "
+            "the inverse_sqrt schedule needs warmup_steps >= 1 (its peak, --warmup-steps); "
             f"received {warmup!r}"
         )
 

@@ -225,6 +225,13 @@ def test_average_of_the_last_checkpoints_is_their_mean_and_the_run_uses_it(tiny_
         model.load_weights(tiny_run / runs.CHECKPOINTS / f"{name}.weights.h5")
         checkpoint_weights.append(model.get_weights())
 
+    # A failure while writing the average leaves the run's weights as they were.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runs, "save_weights", lambda model, path: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            averaging.average_run(tiny_run, 2)
+    assert (tiny_run / runs.WEIGHTS).read_bytes() == original
+
     code, out, err = run_cli(capsys, "average", str(tiny_run), "--last", "2")
     assert code == 0, err
     assert "epoch-01, epoch-02" in out
