@@ -255,3 +255,29 @@ def test_average_of_the_last_checkpoints_is_their_mean_and_the_run_uses_it(tiny_
     assert_one_line_error(code, err, "2 intact epoch checkpoint", "--last 3")
     code, _, err = run_cli(capsys, "average", str(tiny_run), "--last", "2", "--out", "x.h5")
     assert_one_line_error(code, err, ".weights.h5", "x.h5")
+
+
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        ([], dict(label_smoothing=None, schedule=None, warmup_steps=None, validation_bleu=None)),
+        (
+            ["--label-smoothing", "0.2", "--schedule", "inverse_sqrt", "--warmup-steps", "40",
+             "--no-validation-bleu", "--mixed-precision", "auto"],
+            dict(label_smoothing=0.2, schedule="inverse_sqrt", warmup_steps=40,
+                 validation_bleu=False, mixed_precision="auto"),
+        ),
+        (["--validation-bleu"], dict(validation_bleu=True)),
+    ],
+)
+def test_training_flags_reach_training(capsys, monkeypatch, flags, expected):
+    received = {}
+
+    def record(preset, out, **options):
+        received.update(options)
+        raise training.TrainingError("recorded")
+
+    monkeypatch.setattr(training, "train", record)
+    code, _, err = run_cli(capsys, "train", "rnnsearch_small", *flags)
+    assert_one_line_error(code, err, "recorded")
+    assert {key: received[key] for key in expected} == expected
