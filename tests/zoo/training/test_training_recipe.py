@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from cli_checks import assert_one_line_error
+from cli_checks import options_reaching_training
 from cli_checks import run_cli
 from tiny_configs import TINY
 
@@ -271,13 +272,5 @@ def test_average_of_the_last_checkpoints_is_their_mean_and_the_run_uses_it(tiny_
     ],
 )
 def test_training_flags_reach_training(capsys, monkeypatch, flags, expected):
-    received = {}
-
-    def record(preset, out, **options):
-        received.update(options)
-        raise training.TrainingError("recorded")
-
-    monkeypatch.setattr(training, "train", record)
-    code, _, err = run_cli(capsys, "train", "rnnsearch_small", *flags)
-    assert_one_line_error(code, err, "recorded")
+    received = options_reaching_training(capsys, monkeypatch, "train", "rnnsearch_small", *flags)
     assert {key: received[key] for key in expected} == expected
