@@ -1,6 +1,9 @@
 """What the real-corpus presets train with: label smoothing, learning-rate
 warm-up and decay, validation BLEU each epoch, the best checkpoint,
-TensorBoard logs, checkpoint averaging, and the automatic precision."""
+TensorBoard logs, checkpoint averaging, and the automatic precision.
+
+The training side of zoo/ runs on TensorFlow's data pipeline, so these run
+in the tensorflow process, except the loss, which trains on every backend."""
 
 import json
 import math
@@ -49,6 +52,7 @@ def test_label_smoothing_is_the_smoothed_cross_entropy_over_the_tokens(smoothing
     assert distributed.TokenCrossentropy.from_config(config).label_smoothing == smoothing
 
 
+@pytest.mark.tensorflow_only
 def test_label_smoothing_out_of_range_names_the_value():
     with pytest.raises(ValueError, match="label_smoothing=1.0"):
         distributed.TokenCrossentropy(label_smoothing=1.0)
@@ -58,6 +62,7 @@ def schedule_values(schedule, steps):
     return np.array([float(keras.ops.convert_to_numpy(schedule(step))) for step in steps])
 
 
+@pytest.mark.tensorflow_only
 def test_inverse_sqrt_schedule_peaks_at_the_rate_after_the_warm_up_and_round_trips():
     settings = {"learning_rate": 1e-3, "epochs": 2, "schedule": "inverse_sqrt", "warmup_steps": 4}
     schedule = training.learning_rate_schedule(settings, batches_per_epoch=10)
@@ -70,6 +75,7 @@ def test_inverse_sqrt_schedule_peaks_at_the_rate_after_the_warm_up_and_round_tri
     np.testing.assert_allclose(schedule_values(restored, steps), expected, rtol=1e-6)
 
 
+@pytest.mark.tensorflow_only
 def test_cosine_schedule_warms_up_linearly_then_decays_to_a_tenth():
     settings = {"learning_rate": 2e-3, "epochs": 2, "schedule": "cosine", "warmup_steps": 5}
     schedule = training.learning_rate_schedule(settings, batches_per_epoch=10)
@@ -81,6 +87,7 @@ def test_cosine_schedule_warms_up_linearly_then_decays_to_a_tenth():
     np.testing.assert_allclose(schedule_values(schedule, steps), expected, rtol=1e-5, atol=1e-9)
 
 
+@pytest.mark.tensorflow_only
 def test_no_warm_up_keeps_the_cosine_decay_the_small_presets_trained_with():
     settings = registry.get_preset("rnnsearch_small")["training"]
     schedule = training.learning_rate_schedule(settings, batches_per_epoch=10)
@@ -90,6 +97,7 @@ def test_no_warm_up_keeps_the_cosine_decay_the_small_presets_trained_with():
     }
 
 
+@pytest.mark.tensorflow_only
 def test_presets_train_with_what_their_corpus_needs():
     small = registry.get_preset("rnnsearch_small")["training"]
     assert (small["label_smoothing"], small["warmup_steps"], small["validation_bleu"]) == (0, 0, False)
@@ -103,6 +111,7 @@ AMX_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx512f amx_bf16 amx_tile amx
 EPYC_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\nbugs\t\t: amx_bf16\n"
 
 
+@pytest.mark.tensorflow_only
 def test_automatic_precision_is_bfloat16_only_with_amx_bf16():
     assert distributed.automatic_precision(AMX_CPUINFO) == "bfloat16"
     # avx512_bf16 converts but has no matrix units; a flag outside "flags" doesn't count.
@@ -110,6 +119,7 @@ def test_automatic_precision_is_bfloat16_only_with_amx_bf16():
     assert distributed.automatic_precision("") is None
 
 
+@pytest.mark.tensorflow_only
 @pytest.mark.parametrize(
     "option, value, words",
     [
@@ -126,6 +136,7 @@ def test_bad_training_options_are_one_line_usage_errors(capsys, option, value, w
     assert all(word in error for word in words), error
 
 
+@pytest.mark.tensorflow_only
 def test_inverse_sqrt_without_warm_up_is_refused_before_training(tmp_path, capsys):
     code, _, err = run_cli(
         capsys, "train", "rnnsearch_small", "--schedule", "inverse_sqrt", "--out", str(tmp_path / "r")
@@ -134,6 +145,7 @@ def test_inverse_sqrt_without_warm_up_is_refused_before_training(tmp_path, capsy
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.tensorflow_only
 def test_best_checkpoint_keeps_the_best_epoch_and_a_resumed_run_remembers_it(tmp_path):
     model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False)])
     best = validation.BestCheckpoint(tmp_path, "val_bleu")
@@ -258,6 +270,7 @@ def test_average_of_the_last_checkpoints_is_their_mean_and_the_run_uses_it(tiny_
     assert_one_line_error(code, err, ".weights.h5", "x.h5")
 
 
+@pytest.mark.tensorflow_only
 @pytest.mark.parametrize(
     "flags, expected",
     [
