@@ -9,6 +9,9 @@
                          and its manifest epoch-NN.json; see zoo.training.checkpoints)
     best.weights.h5      the weights of the best epoch by validation BLEU (or
                          loss), and best.json: which epoch, which value
+    model.unaveraged.weights.h5, average.json
+                         after `zoo average`: the weights training ended
+                         with, and which checkpoints model.weights.h5 averages
     tensorboard/         TensorBoard event files (loss, val_loss, val_bleu,
                          learning rate per epoch)
     history.csv          loss (and val_loss, val_bleu) per epoch
