@@ -41,3 +41,20 @@ def train_keeping_the_model(out, preset, *options):
         code = cli.main(["train", preset, "--out", str(out), *options])
     assert code == 0
     return out, held["model"], held["weights"]
+
+
+def options_reaching_training(capsys, monkeypatch, *argv):
+    """Runs `zoo ARGV` (a `train` command) with `training.train` replaced by
+    a recorder; returns the keyword options it received."""
+    from zoo.training import loop as training
+
+    received = {}
+
+    def record(preset, out, **options):
+        received.update(options)
+        raise training.TrainingError("recorded")
+
+    monkeypatch.setattr(training, "train", record)
+    code, _, err = run_cli(capsys, *argv)
+    assert_one_line_error(code, err, "recorded")
+    return received

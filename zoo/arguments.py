@@ -11,21 +11,29 @@ import argparse
 BEAM_STOPPING_RULES = ("early", "exact")
 
 
-def positive_int(text):
+def _number(text, convert, accept, expected):
+    """`convert(text)` if `accept` holds for it, else argparse's one-line error."""
     try:
-        value = int(text)
+        value = convert(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        value = None
+    if value is None or not accept(value):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     return value
+
+
+def positive_int(text):
+    return _number(text, int, lambda value: value > 0, "a positive integer")
+
+
+def non_negative_int(text):
+    return _number(text, int, lambda value: value >= 0, "an integer >= 0")
 
 
 def non_negative_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
+    return _number(text, float, lambda value: value >= 0, "a number >= 0")
+
+
+def fraction(text):
+    """A float in [0, 1): a probability mass such as label smoothing."""
+    return _number(text, float, lambda value: 0 <= value < 1, "a number in [0, 1)")

@@ -7,7 +7,14 @@
     model.weights.h5     the final weights
     checkpoints/         model + optimizer after each epoch (epoch-NN.weights.h5
                          and its manifest epoch-NN.json; see zoo.training.checkpoints)
-    history.csv          loss per epoch
+    best.weights.h5      the weights of the best epoch by validation BLEU (or
+                         loss), and best.json: which epoch, which value
+    model.unaveraged.weights.h5, average.json
+                         after `zoo average`: the weights training ended
+                         with, and which checkpoints model.weights.h5 averages
+    tensorboard/         TensorBoard event files (loss, val_loss, val_bleu,
+                         learning rate per epoch)
+    history.csv          loss (and val_loss, val_bleu) per epoch
     metrics.json         final figures (loss, time, tokens per second, BLEU)
 
 `zoo.load(DIR)` reopens it as a `Translator` or a `Captioner`. Files are written to a
@@ -27,6 +34,9 @@ WEIGHTS = "model.weights.h5"
 METRICS = "metrics.json"
 HISTORY = "history.csv"
 CHECKPOINTS = "checkpoints"
+BEST_WEIGHTS = "best.weights.h5"
+BEST_MANIFEST = "best.json"
+TENSORBOARD = "tensorboard"
 
 
 class RunDirectoryError(ZooUserError):

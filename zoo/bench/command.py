@@ -20,6 +20,7 @@ from zoo.bench.timing import MAX_ROUNDS_FACTOR
 from zoo.bench.timing import Runner
 from zoo.bench.training import bench_train
 from zoo.errors import ZooUserError
+from zoo.training import PRECISIONS
 
 BENCHMARKS = {
     "layers": bench_layers,
@@ -39,6 +40,7 @@ def run(
     min_time=DEFAULT_MIN_TIME,
     command="zoo bench",
     log=None,
+    mixed_precision=None,
 ):
     """Runs the benchmark suites in this process, on the current backend.
 
@@ -51,6 +53,9 @@ def run(
             fill (see `zoo.bench.timing.measure`).
         command: the command line to record with the results.
         log: a function of one progress line (default: print to stderr).
+        mixed_precision: None, or "bfloat16" / "float16": the train suite
+            then times that mixed precision against float32 instead of XLA
+            against no XLA.
 
     Returns:
         `(results, cases)`: the JSON-ready results dict and the `Case`s.
@@ -63,7 +68,7 @@ def run(
         # Every case compiles functions of its own, on purpose: TensorFlow's
         # warnings about frequent tracing say nothing here.
         tf.get_logger().setLevel("ERROR")
-    runner = Runner(SIZES[size], warmup, repeats, min_time, log)
+    runner = Runner(SIZES[size], warmup, repeats, min_time, log, mixed_precision)
     load_before = os.getloadavg()
     for suite in suites:
         runner.log(f"zoo bench: {suite} on {keras.backend.backend()}")
@@ -74,6 +79,7 @@ def run(
         "repeats": repeats,
         "warmup": warmup,
         "min_time": min_time,
+        "mixed_precision": mixed_precision,
     }
     return report.results(runner, settings, command, load_before), runner.cases
 
@@ -131,6 +137,12 @@ def add_parser(subcommands):
         help="repeat a quick case until its timed calls fill this many seconds "
         f"(at most {MAX_ROUNDS_FACTOR}x --repeats; default {DEFAULT_MIN_TIME})",
     )
+    parser.add_argument(
+        "--mixed-precision",
+        choices=PRECISIONS,
+        help="train suite: time this mixed precision against float32 (at the recipe's "
+        "default jit_compile) instead of XLA against no XLA",
+    )
     return parser
 
 
@@ -147,6 +159,8 @@ def command_line(args):
         argv += ["--length-penalty", str(args.length_penalty)]
         argv += ["--data", args.data] if args.data else []
         argv += ["--limit", str(args.limit)] if args.limit else []
+    if args.mixed_precision:
+        argv += ["--mixed-precision", args.mixed_precision]
     return argv
 
 
@@ -191,6 +205,7 @@ def command(args):
         warmup=args.warmup,
         min_time=args.min_time,
         command="zoo bench " + " ".join(argv),
+        mixed_precision=args.mixed_precision,
     )
     print(report.markdown_report(results, cases), flush=True)
     _write_results(results, args.out)

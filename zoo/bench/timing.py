@@ -140,8 +140,9 @@ class Case:
 class Runner:
     """Runs cases with one size and one measuring setting, and collects them."""
 
-    def __init__(self, size, warmup, repeats, min_time=0.0, log=None):
+    def __init__(self, size, warmup, repeats, min_time=0.0, log=None, mixed_precision=None):
         self.size = size
+        self.mixed_precision = mixed_precision
         self.warmup = warmup
         self.repeats = repeats
         self.min_time = min_time

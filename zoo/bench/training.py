@@ -61,6 +61,9 @@ def _bench_train_step(runner, name, make_model, inputs, labels, size, items, uni
     elsewhere with the backend's own compiled step."""
     import keras
 
+    if runner.mixed_precision:
+        _bench_precision(runner, name, make_model, inputs, labels, size, items, unit)
+        return
     backend = keras.backend.backend()
     # JAX without jax.jit re-traces every step (see
     # `recipes.seq2seq.default_jit_compile`); torch.compile is not Keras'
@@ -86,6 +89,41 @@ def _bench_train_step(runner, name, make_model, inputs, labels, size, items, uni
         _bench_new_shape(runner, name, models, inputs, labels, details)
     if backend == "tensorflow":
         weigh_xla(case, runner.log)
+
+
+def _bench_precision(runner, name, make_model, inputs, labels, size, items, unit):
+    """Times `train_on_batch` in `runner.mixed_precision` against float32,
+    both at the recipe's default `jit_compile` and with the training loss."""
+    import keras
+
+    from zoo import registry
+    from zoo.recipes.seq2seq import default_jit_compile
+    from zoo.training import distributed
+
+    jit_compile = default_jit_compile(registry.recipe_class(registry.get_preset(name)["recipe"]))
+    steps, dtypes = [], []
+    for precision in (runner.mixed_precision, None):
+        with distributed.precision_policy(precision):
+            model = make_model()
+        model.compile(
+            optimizer=keras.optimizers.Adam(1e-3, clipnorm=1.0),
+            loss=distributed.TokenCrossentropy(),
+            jit_compile=jit_compile,
+        )
+        steps.append(lambda model=model: model.train_on_batch(inputs, labels))
+        dtypes.append(model.dtype_policy.compute_dtype)
+        finish(steps[-1]())  # the compilation is not timed
+    case = runner.pair(
+        "train",
+        f"{name} train_on_batch: mixed_{runner.mixed_precision} vs float32",
+        size,
+        f"jit_compile={jit_compile}",
+        *steps,
+        details={"preset": name, "compute_dtypes": dtypes},
+    )
+    case.note = " vs ".join(
+        f"{items / t.median:,.0f}" for t in (case.ours, case.reference)
+    ) + f" {unit}"
 
 
 def _first_steps(runner, make_model, inputs, labels, settings, details):

@@ -2,8 +2,10 @@
 
     zoo list
     zoo train PRESET [--data SPEC] [--epochs N] [--out DIR] [--strategy S] [--mixed-precision P]
-              [--jit-compile on|off]
+              [--jit-compile on|off] [--label-smoothing E] [--schedule S] [--warmup-steps N]
+              [--validation-bleu|--no-validation-bleu]
               (resumes DIR when it holds an unfinished run)
+    zoo average DIR --last N [--out FILE]
     zoo evaluate DIR [--data SPEC] [--beam K] [--beam-stop early|exact] [--progress]
     zoo translate DIR "a sentence" [--beam K] [--beam-stop early|exact] [--plot out.png]
     zoo translate DIR --input FILE|- [--output FILE] [--n-best K] [--alignments FILE]
@@ -26,7 +28,9 @@ import sys
 
 from zoo import extras
 from zoo.arguments import BEAM_STOPPING_RULES
+from zoo.arguments import fraction
 from zoo.arguments import non_negative_float
+from zoo.arguments import non_negative_int
 from zoo.arguments import positive_int
 from zoo.errors import ZooUserError
 from zoo.quiet_import import import_quietly
@@ -35,6 +39,7 @@ from zoo.tasks import TRANSLATION
 from zoo.tasks import check_run_directory
 from zoo.tasks import task_for
 from zoo.training import PRECISIONS
+from zoo.training import SCHEDULES
 from zoo.training import STRATEGIES
 
 # Set before TensorFlow is first imported (by zoo.data, lazily): its C++ start-up
@@ -110,13 +115,56 @@ def build_parser():
         "TF_CONFIG), 'data-parallel' (jax); --batch-size is the global batch",
     )
     train.add_argument(
-        "--mixed-precision", choices=PRECISIONS, help="compute in bfloat16 or float16 (float32 weights)"
+        "--mixed-precision",
+        choices=(*PRECISIONS, "auto"),
+        help="compute in bfloat16 or float16 (float32 weights); 'auto': bfloat16 where the CPU "
+        "reports bf16 matrix units (amx_bf16 in /proc/cpuinfo), else float32",
+    )
+    train.add_argument(
+        "--label-smoothing",
+        type=fraction,
+        metavar="E",
+        help="override the preset's label smoothing (0 <= E < 1; the *_multi30k presets use 0.1)",
+    )
+    train.add_argument(
+        "--schedule",
+        choices=SCHEDULES,
+        help="override the preset's learning-rate schedule: 'cosine' (decay to a tenth) or "
+        "'inverse_sqrt' (the Transformer's; needs --warmup-steps >= 1)",
+    )
+    train.add_argument(
+        "--warmup-steps",
+        type=non_negative_int,
+        metavar="N",
+        help="override the preset's linear learning-rate warm-up, in updates",
+    )
+    train.add_argument(
+        "--validation-bleu",
+        action=argparse.BooleanOptionalAction,
+        help="decode the validation split greedily after each epoch and log its BLEU as val_bleu "
+        "(default: on for the real-corpus translation presets); picks best.weights.h5",
     )
     train.add_argument(
         "--jit-compile",
         choices=("on", "off"),
         help="compile the train step with XLA (jax.jit on jax) or not (default: the recipe's "
         "choice for this backend, see `zoo bench train`)",
+    )
+
+    average = commands.add_parser(
+        "average",
+        help="average the weights of a run's last N epoch checkpoints",
+        description="Average the weights of the last N epoch checkpoints of a finished run. "
+        "By default the average becomes the run's model.weights.h5 (what evaluate, translate "
+        "and export read), and the weights training ended with are kept as "
+        "model.unaveraged.weights.h5; --out writes the average elsewhere instead.",
+    )
+    average.add_argument("run_dir", help="a finished run directory written by `zoo train`")
+    average.add_argument(
+        "--last", type=positive_int, required=True, metavar="N", help="how many epoch checkpoints"
+    )
+    average.add_argument(
+        "--out", help="write the averaged weights to this .weights.h5 file, leaving the run as it is"
     )
 
     evaluate = commands.add_parser("evaluate", help="BLEU (and caption metrics) of a trained run")
@@ -269,9 +317,21 @@ def command_train(args):
         strategy=args.strategy,
         mixed_precision=args.mixed_precision,
         jit_compile=None if args.jit_compile is None else args.jit_compile == "on",
+        label_smoothing=args.label_smoothing,
+        schedule=args.schedule,
+        warmup_steps=args.warmup_steps,
+        validation_bleu=args.validation_bleu,
     )
     print(f"run directory: {out}")
     print((out / "metrics.json").read_text().strip())
+
+
+def command_average(args):
+    check_run_directory(args.run_dir)  # before Keras loads: a quick, quiet error
+    from zoo.training import averaging
+
+    path, names = averaging.average_run(args.run_dir, args.last, args.out)
+    print(f"averaged {', '.join(names)}: {path}")
 
 
 def evaluate_captioner(captioner, args):
@@ -421,6 +481,7 @@ def command_demo(args):
 COMMANDS = {
     "list": command_list,
     "train": command_train,
+    "average": command_average,
     "evaluate": command_evaluate,
     "translate": command_translate,
     "caption": command_caption,

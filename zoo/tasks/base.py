@@ -8,7 +8,7 @@ from zoo.errors import ZooUserError
 class TaskData:
     """What training needs from a task's data (see `Task.prepare_data`)."""
 
-    def __init__(self, train_data, valid_data, vocabularies, examples, evaluate):
+    def __init__(self, train_data, valid_data, vocabularies, examples, evaluate, validate=None):
         # epochs (a range, or None for one) -> tf.data of ({inputs}, target_out)
         # batches; see `zoo.data.pipeline.epoch_batches`.
         self.train_data = train_data
@@ -16,6 +16,8 @@ class TaskData:
         self.vocabularies = vocabularies  # model config entries
         self.examples = examples  # {"train_pairs": N} or {"train_images": N, ...}
         self.evaluate = evaluate  # (model, config) -> metrics dict, or None
+        # (model, config) -> the validation split's greedy BLEU, or None.
+        self.validate = validate
 
 
 class Task:

@@ -67,13 +67,26 @@ class Translation(Task):
                 pad_to_bucket_boundary=fixed_shapes,
             )
 
+        translators = {}
+
+        def translator(model, config):
+            # One per model: each compiles its search once, and validation
+            # decodes with it after every epoch.
+            if id(model) not in translators:
+                translators[id(model)] = self.wrapper()(
+                    model, source_tokenizer, target_tokenizer, config
+                )
+            return translators[id(model)]
+
         def evaluate(model, config):
-            translator = self.wrapper()(model, source_tokenizer, target_tokenizer, config)
-            result = translator.evaluate(test_pairs)
+            result = translator(model, config).evaluate(test_pairs)
             return {
                 "test_bleu": result["bleu"].score,
                 "test_bleu_signature": result["bleu"].signature,
             }
+
+        def validate(model, config):
+            return translator(model, config).evaluate(valid_pairs)["bleu"].score
 
         return TaskData(
             functools.partial(dataset, encode(train_pairs), True),
@@ -84,6 +97,7 @@ class Translation(Task):
             },
             {"train_pairs": len(train_pairs)},
             evaluate if test_pairs else None,
+            validate if valid_pairs else None,
         )
 
 

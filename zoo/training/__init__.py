@@ -6,3 +6,4 @@ the command line's parser offers them without loading Keras.
 
 STRATEGIES = ("auto", "one-device", "mirrored", "multi-worker", "data-parallel")
 PRECISIONS = ("bfloat16", "float16")
+SCHEDULES = ("cosine", "inverse_sqrt")

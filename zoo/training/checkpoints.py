@@ -174,6 +174,17 @@ def latest_checkpoint(folder):
     return None
 
 
+def epoch_checkpoints(folder):
+    """The intact checkpoints written at epoch ends in `folder`, oldest first
+    (those unusable are left out, as `latest_checkpoint` skips them)."""
+    found = []
+    for manifest_path, (_, steps_done) in _manifests(folder):
+        checkpoint, _ = _check(manifest_path)
+        if checkpoint is not None and steps_done == 0:
+            found.append(checkpoint)
+    return found[::-1]
+
+
 def restore(model, checkpoint):
     """Loads a checkpoint's model and optimizer variables into `model`.
 

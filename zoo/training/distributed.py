@@ -182,6 +182,32 @@ def describe(strategy, precision):
     }
 
 
+def automatic_precision(cpuinfo=None):
+    """"bfloat16" where the CPU has bf16 matrix units, else None (float32).
+
+    Intel's AMX (Sapphire Rapids and later Xeons) reports the `amx_bf16`
+    flag in /proc/cpuinfo; elsewhere (this project's AMD EPYC machines
+    among them) bfloat16 has no matrix units and is emulated, so float32 is
+    kept. Not the default of `zoo train`: equal BLEU in bfloat16 has not been
+    checked on an AMX machine (docs/performance.md).
+
+    Args:
+        cpuinfo: the text of /proc/cpuinfo (default: read it; a system
+            without the file gets float32).
+    """
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as file:
+                cpuinfo = file.read()
+        except OSError:
+            return None
+    for line in cpuinfo.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == "flags" and "amx_bf16" in value.split():
+            return "bfloat16"
+    return None
+
+
 def check_precision(precision):
     """`precision` if it is None or one of `PRECISIONS`, else a DistributionError."""
     if precision is not None and precision not in PRECISIONS:
@@ -235,20 +261,42 @@ class TokenCrossentropy(keras.losses.Loss):
     The loss is computed in float32 (the loss's dtype) even when the model's
     logits are bfloat16 or float16.
 
+    With `label_smoothing` e, each token's target distribution is
+    `(1 - e) * one_hot + e / V` over the V classes (Szegedy et al. 2016, as
+    Keras' `categorical_crossentropy` smooths it, and as the Transformer
+    paper trains with e = 0.1); padding is still left out.
+
     Args:
         pad_id: the target id that is padding, not a token (0).
+        label_smoothing: float in [0, 1), the probability mass spread
+            uniformly over the vocabulary (0: none).
         name: the loss's name.
     """
 
-    def __init__(self, pad_id=0, name="token_crossentropy", **kwargs):
+    def __init__(self, pad_id=0, label_smoothing=0.0, name="token_crossentropy", **kwargs):
         kwargs.pop("reduction", None)
         super().__init__(name=name, reduction="sum", **kwargs)
+        if not 0 <= label_smoothing < 1:
+            raise ValueError(
+                f"label_smoothing must be in [0, 1); received label_smoothing={label_smoothing!r}"
+            )
         self.pad_id = pad_id
+        self.label_smoothing = label_smoothing
 
     def call(self, y_true, y_pred):
-        per_token = keras.losses.sparse_categorical_crossentropy(
-            y_true, y_pred, from_logits=True, ignore_class=self.pad_id
-        )
+        if self.label_smoothing:
+            # Keras' sparse cross-entropy has no label smoothing; its dense
+            # one has, so the targets are made one-hot for it.
+            per_token = keras.losses.categorical_crossentropy(
+                ops.one_hot(y_true, ops.shape(y_pred)[-1], dtype=y_pred.dtype),
+                y_pred,
+                from_logits=True,
+                label_smoothing=self.label_smoothing,
+            )
+        else:
+            per_token = keras.losses.sparse_categorical_crossentropy(
+                y_true, y_pred, from_logits=True, ignore_class=self.pad_id
+            )
         is_token = ops.cast(ops.not_equal(y_true, self.pad_id), per_token.dtype)
         tokens = _sum_over_replicas(ops.sum(is_token))
         return ops.divide_no_nan(per_token * is_token, tokens)
@@ -257,6 +305,7 @@ class TokenCrossentropy(keras.losses.Loss):
         config = super().get_config()
         config.pop("reduction", None)
         config["pad_id"] = self.pad_id
+        config["label_smoothing"] = self.label_smoothing
         return config
 
 

@@ -14,6 +14,8 @@ import numpy as np
 
 from zoo.training import checkpoints
 from zoo.training import distributed
+from zoo.training import validation
+from zoo.training import SCHEDULES
 from zoo import registry
 from zoo import runs
 from zoo.errors import ZooUserError
@@ -28,17 +30,92 @@ class TrainingError(ZooUserError):
     """A training request that can't be carried out (bad option, run exists)."""
 
 
-def learning_rate_schedule(training, batches_per_epoch):
-    """Cosine decay from the preset's rate to a tenth of it over the run.
+@keras.saving.register_keras_serializable(package="zoo")
+class InverseSquareRootSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up to `peak_learning_rate`, then decay with 1/sqrt(step).
 
-    A constant rate learns the synthetic corpus fast but then wanders away
-    from the minimum it found, so the rate decays as the run goes on.
+    The Transformer's schedule (Vaswani et al. 2017, eq. 3), scaled so that
+    its peak, at step `warmup_steps`, is `peak_learning_rate` instead of
+    `d_model^-0.5 * warmup_steps^-0.5`; fairseq's `inverse_sqrt` is the same:
+
+        lr(step) = peak * sqrt(warmup) * min(step^-0.5, step * warmup^-1.5)
+
+    with `step` counted from 1 (the first update's). Keras has no such
+    schedule (`InverseTimeDecay` decays with 1/step and has no warm-up).
+
+    Args:
+        peak_learning_rate: float, the rate at the end of the warm-up.
+        warmup_steps: int >= 1, the updates the warm-up takes.
     """
+
+    def __init__(self, peak_learning_rate, warmup_steps):
+        if warmup_steps < 1:
+            raise ValueError(
+                f"warmup_steps must be >= 1 for the inverse square root schedule; "
+                f"received warmup_steps={warmup_steps!r}"
+            )
+        self.peak_learning_rate = peak_learning_rate
+        self.warmup_steps = warmup_steps
+
+    def __call__(self, step):
+        step = keras.ops.cast(step, "float32") + 1.0
+        warmup = float(self.warmup_steps)
+        return (
+            self.peak_learning_rate
+            * warmup**0.5
+            * keras.ops.minimum(keras.ops.rsqrt(step), step * warmup**-1.5)
+        )
+
+    def get_config(self):
+        return {"peak_learning_rate": self.peak_learning_rate, "warmup_steps": self.warmup_steps}
+
+
+def learning_rate_schedule(training, batches_per_epoch):
+    """The schedule a preset's training settings name.
+
+    "cosine" (the default): cosine decay from the preset's rate to a tenth
+    of it over the run, after a linear warm-up from 0 over `warmup_steps`
+    updates when there are any (Keras' `CosineDecay` warm-up). A constant
+    rate learns the synthetic corpus fast but then wanders away from the
+    minimum it found, so the rate decays as the run goes on.
+
+    "inverse_sqrt": `InverseSquareRootSchedule`, peaking at the preset's
+    rate after `warmup_steps` updates.
+    """
+    rate, warmup = training["learning_rate"], training.get("warmup_steps", 0)
+    total = max(1, training["epochs"] * batches_per_epoch)
+    if training.get("schedule", "cosine") == "inverse_sqrt":
+        return InverseSquareRootSchedule(rate, warmup)
+    if not warmup:
+        return keras.optimizers.schedules.CosineDecay(rate, decay_steps=total, alpha=0.1)
     return keras.optimizers.schedules.CosineDecay(
-        training["learning_rate"],
-        decay_steps=max(1, training["epochs"] * batches_per_epoch),
+        0.0,
+        decay_steps=max(1, total - warmup),
         alpha=0.1,
+        warmup_target=rate,
+        warmup_steps=warmup,
     )
+
+
+def check_training_settings(training):
+    """A TrainingError naming the first bad value among the training keys
+    that a user may set (label smoothing, schedule, warm-up)."""
+    smoothing = training.get("label_smoothing", 0.0)
+    if not isinstance(smoothing, (int, float)) or not 0 <= smoothing < 1:
+        raise TrainingError(f"label_smoothing must be in [0, 1); received {smoothing!r}")
+    schedule = training.get("schedule", "cosine")
+    if schedule not in SCHEDULES:
+        raise TrainingError(
+            f"unknown schedule {schedule!r}; choose one of {', '.join(SCHEDULES)}"
+        )
+    warmup = training.get("warmup_steps", 0)
+    if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
+        raise TrainingError(f"warmup_steps must be an int >= 0; received {warmup!r}")
+    if schedule == "inverse_sqrt" and warmup < 1:
+        raise TrainingError(
+            "the inverse_sqrt schedule needs warmup_steps >= 1 (its peak, --warmup-steps); "
+            f"received {warmup!r}"
+        )
 
 
 def _open_run_directory(out, overwrite, preset, training):
@@ -183,6 +260,10 @@ def train(
     strategy=None,
     mixed_precision=None,
     jit_compile=None,
+    label_smoothing=None,
+    schedule=None,
+    warmup_steps=None,
+    validation_bleu=None,
 ):
     """Trains preset `preset` and writes its run directory `out`.
 
@@ -214,13 +295,23 @@ def train(
             a strategy object; `batch_size` is the global batch, split
             across the replicas. Under "multi-worker" only the chief writes
             `out`.
-        mixed_precision: None (float32), "bfloat16" or "float16".
+        mixed_precision: None (float32), "bfloat16" or "float16", or "auto"
+            (`distributed.automatic_precision`: bfloat16 where the CPU
+            reports amx_bf16, else float32).
         jit_compile: None (the preset's setting, else the recipe's default
             on this backend: `recipes.seq2seq.default_jit_compile`), or a
             bool for Keras' `compile(jit_compile=...)`. A train step that
             XLA compiles on TensorFlow gets batches of a few fixed shapes
             (padded to their length bucket's boundary), since XLA compiles
             once per shape.
+        label_smoothing: override the preset's `label_smoothing` (float in
+            [0, 1); see `distributed.TokenCrossentropy`).
+        schedule: override the preset's learning-rate `schedule`
+            ("cosine" or "inverse_sqrt"; see `learning_rate_schedule`).
+        warmup_steps: override the preset's `warmup_steps` (int >= 0).
+        validation_bleu: override the preset's `validation_bleu`: decode
+            the validation split greedily after each epoch and log its BLEU
+            as `val_bleu` (translation only).
 
     Returns:
         The run directory, a `Path`.
@@ -237,6 +328,8 @@ def train(
             f"received {checkpoint_every_steps!r}"
         )
     strategy = distributed.make_strategy(strategy)
+    if mixed_precision == "auto":
+        mixed_precision = distributed.automatic_precision()
     distributed.check_precision(mixed_precision)
     settings = registry.get_preset(preset)
     training = dict(settings["training"])
@@ -246,9 +339,14 @@ def train(
         ("batch_size", batch_size),
         ("train_size", train_size),
         ("jit_compile", jit_compile),
+        ("label_smoothing", label_smoothing),
+        ("schedule", schedule),
+        ("warmup_steps", warmup_steps),
+        ("validation_bleu", validation_bleu),
     ):
         if value is not None:
             training[key] = value
+    check_training_settings(training)
     task = task_for(settings)
     splits = task.load_splits(training)
     # Every batch the same size, split evenly over the devices, where the
@@ -307,7 +405,9 @@ def train(
                 learning_rate_schedule(training, batches_per_epoch),
                 clipnorm=training.get("clipnorm"),
             ),
-            loss=distributed.TokenCrossentropy(),
+            loss=distributed.TokenCrossentropy(
+                label_smoothing=training.get("label_smoothing", 0.0)
+            ),
             jit_compile=jit,
         )
         checkpoint = _resume(model, out, training["epochs"]) if resuming else None
@@ -321,7 +421,7 @@ def train(
         strategy,
         task_data,
         out,
-        training["epochs"],
+        config,
         batches_per_epoch,
         epochs_done,
         steps_done,
@@ -378,8 +478,38 @@ def _keep_history_rows(path, epochs_done):
         path.write_text("".join(lines[: 1 + epochs_done]))
 
 
+def _epoch_callbacks(strategy, task_data, out, config, epochs_done):
+    """The callbacks that report on each epoch, in the order they must run:
+    validation BLEU first, so that the others log it; then history.csv, the
+    best checkpoint, and TensorBoard.
+
+    TensorBoard and the validation BLEU are left out under "multi-worker":
+    `distributed.custom_loop_fit` drives callbacks as fit does, but a
+    worker decoding or writing summaries alone, outside the collective
+    steps, is not something it was checked for.
+    """
+    multi_worker = distributed.describe(strategy, None)["strategy"] == "multi-worker"
+    callbacks = []
+    bleu = bool(config["training"].get("validation_bleu") and task_data.validate)
+    bleu = bleu and not multi_worker
+    if bleu:
+        callbacks.append(validation.ValidationBleu(task_data.validate, config))
+    callbacks.append(keras.callbacks.CSVLogger(str(out / runs.HISTORY), append=True))
+    if task_data.valid_data is not None:
+        monitor = "val_bleu" if bleu else "val_loss"
+        callbacks.append(validation.BestCheckpoint(out, monitor, epochs_done))
+    if not multi_worker:
+        # Keras' callback logs the optimizer's learning rate itself.
+        callbacks.append(
+            keras.callbacks.TensorBoard(
+                str(out / runs.TENSORBOARD), write_graph=False, profile_batch=0
+            )
+        )
+    return callbacks
+
+
 def _fit_remaining(
-    model, strategy, task_data, out, epochs, batches_per_epoch, epochs_done, steps_done,
+    model, strategy, task_data, out, config, batches_per_epoch, epochs_done, steps_done,
     verbose, checkpoint_every_steps,
 ):
     """Fits the epochs (and the rest of an epoch) not done yet.
@@ -387,6 +517,7 @@ def _fit_remaining(
     Returns:
         dict, each logged metric's last value (empty when nothing was left).
     """
+    epochs = config["training"]["epochs"]
     # Keras epochs have a fixed number of steps, so the rest of an epoch
     # interrupted inside is a `fit` of its own, before the whole ones.
     parts = []
@@ -412,7 +543,7 @@ def _fit_remaining(
                 checkpoints.CheckpointCallback(
                     out / runs.CHECKPOINTS, checkpoint_every_steps, first_step
                 ),
-                keras.callbacks.CSVLogger(str(out / runs.HISTORY), append=True),
+                *_epoch_callbacks(strategy, task_data, out, config, first_epoch),
             ],
         )
         last.update({key: float(values[-1]) for key, values in history.history.items()})

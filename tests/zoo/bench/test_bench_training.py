@@ -76,3 +76,25 @@ def test_slower_xla_steps_never_repay_its_compilation():
     assert slower.details["xla_repaid_after_steps"] is None
     assert slower.details["xla_faster_in_training"] is False
     assert "XLA never repaid (slower steps)" in slower.note
+
+
+def test_mixed_precision_is_timed_against_float32():
+    from zoo.bench.sizes import SIZES
+    from zoo.bench.sizes import tokens
+    from zoo.bench.sizes import translation_model
+    from zoo.bench.timing import Runner
+
+    size = SIZES["tiny"]
+    runner = Runner(size, warmup=0, repeats=1, log=lambda line: None, mixed_precision="bfloat16")
+    target = tokens((2, 4), size.vocabulary_size, seed=1)
+    inputs = {"source": tokens((2, 3), size.vocabulary_size), "target_in": target[:, :-1]}
+    training._bench_train_step(
+        runner, "rnnencdec_small", lambda: translation_model("rnnencdec_small", size),
+        inputs, target[:, 1:], "tiny", items=6, unit="target tokens/s",
+    )
+    (case,) = runner.cases
+    assert case.name == "rnnencdec_small train_on_batch: mixed_bfloat16 vs float32"
+    assert case.details["compute_dtypes"] == ["bfloat16", "float32"]
+    assert case.ours.median > 0 and case.reference.median > 0
+    assert case.note.endswith("target tokens/s")
+    assert keras.config.dtype_policy().name == "float32"

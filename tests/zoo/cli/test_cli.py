@@ -9,6 +9,7 @@ import pytest
 
 from cli_checks import assert_one_line_error
 from cli_checks import run_cli
+from cli_checks import options_reaching_training
 from cli_checks import train_keeping_the_model
 
 import zoo
@@ -191,17 +192,7 @@ def test_missing_data_file_is_one_line(capsys, tmp_path):
 
 @pytest.mark.parametrize("flag, expected", [(["--jit-compile", "on"], True), (["--jit-compile", "off"], False), ([], None)])
 def test_jit_compile_option_reaches_training(capsys, monkeypatch, flag, expected):
-    from zoo.training import loop as training
-
-    received = {}
-
-    def record(preset, out, **options):
-        received.update(options)
-        raise training.TrainingError("recorded")
-
-    monkeypatch.setattr(training, "train", record)
-    code, _, err = run_cli(capsys, "train", "transformer_small", *flag)
-    assert_one_line_error(code, err, "recorded")
+    received = options_reaching_training(capsys, monkeypatch, "train", "transformer_small", *flag)
     assert received["jit_compile"] is expected
 
 

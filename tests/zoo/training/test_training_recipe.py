@@ -1,0 +1,289 @@
+"""What the real-corpus presets train with: label smoothing, learning-rate
+warm-up and decay, validation BLEU each epoch, the best checkpoint,
+TensorBoard logs, checkpoint averaging, and the automatic precision.
+
+The training side of zoo/ runs on TensorFlow's data pipeline, so these run
+in the tensorflow process, except the loss, which trains on every backend."""
+
+import json
+import math
+
+import keras
+import numpy as np
+import pytest
+
+from cli_checks import assert_one_line_error
+from cli_checks import options_reaching_training
+from cli_checks import run_cli
+from tiny_configs import TINY
+
+import zoo
+from zoo import registry
+from zoo import runs
+from zoo.tasks.loading import build_model
+from zoo.training import averaging
+from zoo.training import distributed
+from zoo.training import loop as training
+from zoo.training import validation
+
+
+def softmax_cross_entropy(logits, targets, smoothing, pad_id=0):
+    """NumPy: the mean over non-pad tokens of -sum_k q_k log p_k, where
+    q = (1 - e) one_hot + e / V."""
+    logits = logits.astype(np.float64)
+    log_p = logits - logits.max(-1, keepdims=True)
+    log_p -= np.log(np.exp(log_p).sum(-1, keepdims=True))
+    vocabulary = logits.shape[-1]
+    q = (1 - smoothing) * np.eye(vocabulary)[targets] + smoothing / vocabulary
+    per_token = -(q * log_p).sum(-1)
+    is_token = targets != pad_id
+    return per_token[is_token].sum() / is_token.sum()
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
+def test_label_smoothing_is_the_smoothed_cross_entropy_over_the_tokens(smoothing):
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(3, 5, 7)).astype("float32") * 3
+    targets = np.array([[4, 5, 0, 0, 0], [1, 2, 3, 4, 5], [6, 0, 0, 0, 0]])
+    loss = distributed.TokenCrossentropy(label_smoothing=smoothing)(targets, logits)
+    expected = softmax_cross_entropy(logits, targets, smoothing)
+    assert float(loss) == pytest.approx(expected, rel=1e-5)
+    config = distributed.TokenCrossentropy(label_smoothing=smoothing).get_config()
+    assert distributed.TokenCrossentropy.from_config(config).label_smoothing == smoothing
+
+
+@pytest.mark.tensorflow_only
+def test_label_smoothing_out_of_range_names_the_value():
+    with pytest.raises(ValueError, match="label_smoothing=1.0"):
+        distributed.TokenCrossentropy(label_smoothing=1.0)
+
+
+def schedule_values(schedule, steps):
+    return np.array([float(keras.ops.convert_to_numpy(schedule(step))) for step in steps])
+
+
+@pytest.mark.tensorflow_only
+def test_inverse_sqrt_schedule_peaks_at_the_rate_after_the_warm_up_and_round_trips():
+    settings = {"learning_rate": 1e-3, "epochs": 2, "schedule": "inverse_sqrt", "warmup_steps": 4}
+    schedule = training.learning_rate_schedule(settings, batches_per_epoch=10)
+    steps = np.arange(20)
+    n = steps + 1.0  # the first update's step is 1
+    expected = 1e-3 * math.sqrt(4) * np.minimum(n**-0.5, n * 4**-1.5)
+    np.testing.assert_allclose(schedule_values(schedule, steps), expected, rtol=1e-6)
+    assert schedule_values(schedule, [3])[0] == pytest.approx(1e-3)  # the 4th update: the peak
+    restored = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule))
+    np.testing.assert_allclose(schedule_values(restored, steps), expected, rtol=1e-6)
+
+
+@pytest.mark.tensorflow_only
+def test_cosine_schedule_warms_up_linearly_then_decays_to_a_tenth():
+    settings = {"learning_rate": 2e-3, "epochs": 2, "schedule": "cosine", "warmup_steps": 5}
+    schedule = training.learning_rate_schedule(settings, batches_per_epoch=10)
+    steps = np.arange(25)
+    decay = np.clip(steps - 5, 0, 15) / 15
+    expected = np.where(
+        steps < 5, 2e-3 * steps / 5, 2e-3 * (0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * decay)))
+    )
+    np.testing.assert_allclose(schedule_values(schedule, steps), expected, rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.tensorflow_only
+def test_no_warm_up_keeps_the_cosine_decay_the_small_presets_trained_with():
+    settings = registry.get_preset("rnnsearch_small")["training"]
+    schedule = training.learning_rate_schedule(settings, batches_per_epoch=10)
+    assert keras.optimizers.schedules.serialize(schedule)["config"] == {
+        "initial_learning_rate": 1e-2, "decay_steps": 50, "alpha": 0.1, "name": "CosineDecay",
+        "warmup_target": None, "warmup_steps": 0,
+    }
+
+
+@pytest.mark.tensorflow_only
+def test_presets_train_with_what_their_corpus_needs():
+    small = registry.get_preset("rnnsearch_small")["training"]
+    assert (small["label_smoothing"], small["warmup_steps"], small["validation_bleu"]) == (0, 0, False)
+    transformer = registry.get_preset("transformer_multi30k")["training"]
+    assert transformer["label_smoothing"] == 0.1 and transformer["validation_bleu"]
+    assert (transformer["schedule"], transformer["warmup_steps"]) == ("inverse_sqrt", 1000)
+    assert registry.get_preset("rnnsearch_multi30k")["training"]["schedule"] == "cosine"
+
+
+AMX_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx512f amx_bf16 amx_tile amx_int8\n"
+EPYC_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\nbugs\t\t: amx_bf16\n"
+
+
+@pytest.mark.tensorflow_only
+def test_automatic_precision_is_bfloat16_only_with_amx_bf16():
+    assert distributed.automatic_precision(AMX_CPUINFO) == "bfloat16"
+    # avx512_bf16 converts but has no matrix units; a flag outside "flags" doesn't count.
+    assert distributed.automatic_precision(EPYC_CPUINFO) is None
+    assert distributed.automatic_precision("") is None
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize(
+    "option, value, words",
+    [
+        ("--label-smoothing", "1", ["--label-smoothing", "[0, 1)", "'1'"]),
+        ("--warmup-steps", "-3", ["--warmup-steps", "'-3'"]),
+        ("--schedule", "linear", ["--schedule", "'linear'"]),
+    ],
+)
+def test_bad_training_options_are_one_line_usage_errors(capsys, option, value, words):
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(capsys, "train", "rnnsearch_small", option, value)
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert all(word in error for word in words), error
+
+
+@pytest.mark.tensorflow_only
+def test_inverse_sqrt_without_warm_up_is_refused_before_training(tmp_path, capsys):
+    code, _, err = run_cli(
+        capsys, "train", "rnnsearch_small", "--schedule", "inverse_sqrt", "--out", str(tmp_path / "r")
+    )
+    assert_one_line_error(code, err, "inverse_sqrt", "warmup_steps")
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.tensorflow_only
+def test_best_checkpoint_keeps_the_best_epoch_and_a_resumed_run_remembers_it(tmp_path):
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False)])
+    best = validation.BestCheckpoint(tmp_path, "val_bleu")
+    best.set_model(model)
+    for epoch, bleu in enumerate([1.0, 3.0, 2.0]):
+        model.set_weights([np.full((1, 1), bleu)])
+        best.on_epoch_end(epoch, {"val_bleu": bleu})
+    assert runs.read_json(tmp_path / runs.BEST_MANIFEST) == {
+        "monitor": "val_bleu", "value": 3.0, "epochs_done": 2,
+    }
+    model.load_weights(tmp_path / runs.BEST_WEIGHTS)
+    assert model.get_weights()[0][0, 0] == 3.0
+    assert validation.BestCheckpoint(tmp_path, "val_bleu", epochs_done=3).best == 3.0
+    # Resumed from before the best epoch: it is trained again, so not known yet.
+    assert validation.BestCheckpoint(tmp_path, "val_bleu", epochs_done=1).best is None
+    assert validation.BestCheckpoint(tmp_path, "val_loss", epochs_done=3).best is None
+
+
+TINY_RUN = {
+    "recipe": "rnnsearch",
+    "description": "a tiny RNNsearch on a few synthetic pairs",
+    "model": {**TINY["rnnsearch"], "dropout": 0.0},
+    "training": {
+        **registry.SMALL_TRAINING,
+        "train_size": 64, "valid_size": 8, "test_size": 8, "vocabulary_size": 120,
+        "batch_size": 16, "epochs": 2,
+        "validation_bleu": True, "label_smoothing": 0.1,
+        "schedule": "inverse_sqrt", "warmup_steps": 12,
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(registry.PRESETS, "tiny_run", TINY_RUN)
+        out = training.train(
+            "tiny_run", tmp_path_factory.mktemp("train") / "run", verbose=0, evaluate_test=False
+        )
+    return out
+
+
+def scalars(folder):
+    """{tag: [values]} of the TensorBoard event files in `folder`."""
+    import tensorflow as tf
+
+    found = {}
+    for path in sorted(folder.glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                found.setdefault(value.tag, []).append(float(tf.make_ndarray(value.tensor)))
+    return found
+
+
+@pytest.mark.tensorflow_only
+def test_training_logs_validation_bleu_keeps_the_best_and_writes_tensorboard(tiny_run):
+    rows = (tiny_run / runs.HISTORY).read_text().splitlines()
+    header = rows[0].split(",")
+    assert {"loss", "val_loss", "val_bleu"} <= set(header) and len(rows) == 3
+    bleus = [float(row.split(",")[header.index("val_bleu")]) for row in rows[1:]]
+    assert all(0 <= bleu <= 100 for bleu in bleus)
+    best = runs.read_json(tiny_run / runs.BEST_MANIFEST)
+    assert best["monitor"] == "val_bleu" and best["value"] == max(bleus)
+    assert best["epochs_done"] == 1 + bleus.index(max(bleus))
+    assert (tiny_run / runs.BEST_WEIGHTS).is_file() and (tiny_run / runs.WEIGHTS).is_file()
+
+    train = scalars(tiny_run / runs.TENSORBOARD / "train")
+    valid = scalars(tiny_run / runs.TENSORBOARD / "validation")
+    losses = [float(row.split(",")[header.index("loss")]) for row in rows[1:]]
+    np.testing.assert_allclose(train["epoch_loss"], losses, rtol=1e-6)
+    np.testing.assert_allclose(valid["epoch_bleu"], bleus, rtol=1e-6)
+    assert len(valid["epoch_loss"]) == 2
+    # The rate the optimizer holds after each epoch: the schedule at its step.
+    n = 1.0 + np.array([
+        runs.read_json(tiny_run / runs.CHECKPOINTS / f"epoch-0{epoch}.json")["optimizer_steps"]
+        for epoch in (1, 2)
+    ])
+    assert n[0] <= 12 < n[1], "the epochs straddle the warm-up's end"
+    expected = 1e-2 * math.sqrt(12) * np.minimum(n**-0.5, n * 12**-1.5)
+    np.testing.assert_allclose(train["epoch_learning_rate"], expected, rtol=1e-5)
+
+
+@pytest.mark.tensorflow_only
+def test_average_of_the_last_checkpoints_is_their_mean_and_the_run_uses_it(tiny_run, capsys):
+    original = (tiny_run / runs.WEIGHTS).read_bytes()
+    config = runs.read_json(tiny_run / runs.CONFIG)
+    checkpoint_weights = []
+    for name in ("epoch-01", "epoch-02"):
+        model = build_model(config)
+        model.load_weights(tiny_run / runs.CHECKPOINTS / f"{name}.weights.h5")
+        checkpoint_weights.append(model.get_weights())
+
+    # A failure while writing the average leaves the run's weights as they were.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runs, "save_weights", lambda model, path: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            averaging.average_run(tiny_run, 2)
+    assert (tiny_run / runs.WEIGHTS).read_bytes() == original
+
+    code, out, err = run_cli(capsys, "average", str(tiny_run), "--last", "2")
+    assert code == 0, err
+    assert "epoch-01, epoch-02" in out
+    averaged = zoo.load(tiny_run).model.get_weights()
+    for (first, second), actual in zip(zip(*checkpoint_weights), averaged, strict=True):
+        expected = ((first.astype(np.float64) + second) / 2).astype(first.dtype)
+        np.testing.assert_array_equal(actual, expected)
+    assert not np.array_equal(checkpoint_weights[0][0], checkpoint_weights[1][0])
+    assert (tiny_run / averaging.UNAVERAGED_WEIGHTS).read_bytes() == original
+    assert runs.read_json(tiny_run / averaging.AVERAGE_MANIFEST)["checkpoints"] == [
+        "epoch-01", "epoch-02",
+    ]
+
+    # Averaging again keeps the weights training ended with, not the average.
+    code, _, err = run_cli(capsys, "average", str(tiny_run), "--last", "1")
+    assert code == 0, err
+    assert (tiny_run / averaging.UNAVERAGED_WEIGHTS).read_bytes() == original
+    np.testing.assert_array_equal(zoo.load(tiny_run).model.get_weights()[0], checkpoint_weights[1][0])
+
+    code, _, err = run_cli(capsys, "average", str(tiny_run), "--last", "3")
+    assert_one_line_error(code, err, "2 intact epoch checkpoint", "--last 3")
+    code, _, err = run_cli(capsys, "average", str(tiny_run), "--last", "2", "--out", "x.h5")
+    assert_one_line_error(code, err, ".weights.h5", "x.h5")
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        ([], dict(label_smoothing=None, schedule=None, warmup_steps=None, validation_bleu=None)),
+        (
+            ["--label-smoothing", "0.2", "--schedule", "inverse_sqrt", "--warmup-steps", "40",
+             "--no-validation-bleu", "--mixed-precision", "auto"],
+            dict(label_smoothing=0.2, schedule="inverse_sqrt", warmup_steps=40,
+                 validation_bleu=False, mixed_precision="auto"),
+        ),
+        (["--validation-bleu"], dict(validation_bleu=True)),
+    ],
+)
+def test_training_flags_reach_training(capsys, monkeypatch, flags, expected):
+    received = options_reaching_training(capsys, monkeypatch, "train", "rnnsearch_small", *flags)
+    assert {key: received[key] for key in expected} == expected
