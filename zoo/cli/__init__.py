@@ -2,7 +2,7 @@
 
     zoo list
     zoo train PRESET [--data SPEC] [--epochs N] [--out DIR] [--strategy S] [--mixed-precision P]
-              [--jit-compile on|off]
+              [--jit-compile on|off] [--tokenizer wordpiece|sentencepiece] [--shared-vocabulary]
               (resumes DIR when it holds an unfinished run)
     zoo evaluate DIR [--data SPEC] [--beam K]
     zoo translate DIR "a sentence" [--beam K] [--plot out.png]
@@ -24,6 +24,7 @@ import os
 import sys
 
 from zoo import extras
+from zoo import runs
 from zoo.arguments import non_negative_float
 from zoo.arguments import positive_int
 from zoo.errors import ZooUserError
@@ -96,6 +97,19 @@ def build_parser():
         choices=("on", "off"),
         help="compile the train step with XLA (jax.jit on jax) or not (default: the recipe's "
         "choice for this backend, see `zoo bench train`)",
+    )
+
+    train.add_argument(
+        "--tokenizer",
+        choices=runs.TOKENIZERS,
+        help="subword vocabularies: 'sentencepiece' (keeps case; default for a real corpus) or "
+        "'wordpiece' (lowercase; default for the synthetic data and for captioning)",
+    )
+    train.add_argument(
+        "--shared-vocabulary",
+        action="store_true",
+        default=None,
+        help="translation: one vocabulary learned from both languages (default: one each)",
     )
 
     evaluate = commands.add_parser("evaluate", help="BLEU (and caption metrics) of a trained run")
@@ -210,6 +224,8 @@ def command_train(args):
         strategy=args.strategy,
         mixed_precision=args.mixed_precision,
         jit_compile=None if args.jit_compile is None else args.jit_compile == "on",
+        tokenizer=args.tokenizer,
+        shared_vocabulary=args.shared_vocabulary,
     )
     print(f"run directory: {out}")
     print((out / "metrics.json").read_text().strip())
@@ -239,8 +255,10 @@ def evaluate_translator(translator, args):
 
     pairs = TRANSLATION.test_examples(translator.config, args.data)[: args.limit]
     result = translator.evaluate(pairs, beam=args.beam, length_penalty=args.length_penalty)
-    print(result["bleu"])
+    print(f"cased BLEU:      {result['bleu']}")
+    print(f"lowercased BLEU: {result['bleu_lowercased']}")
     print()
+    print("cased BLEU by source length (words):")
     print(evaluation.format_bleu_table({translator.config["preset"]: result["by_length"]}))
 
 
