@@ -24,13 +24,12 @@ import io
 import os
 
 import keras_hub
-import numpy as np
 import sentencepiece
 import tensorflow as tf
 
 from zoo.data.tokenizer_base import GraphTokenizer
-from zoo.data.tokenizer_base import kept_id_list
 from zoo.data.tokenizer_base import kept_ids
+from zoo.data.tokenizer_base import training_sentences
 from zoo.recipes.contract import SPECIAL_TOKENS
 
 MODEL_TYPES = ("unigram", "bpe")
@@ -121,17 +120,9 @@ class SentencePieceTokenizer(GraphTokenizer):
         Returns:
             A `SentencePieceTokenizer`.
         """
-        reserved = len(SPECIAL_TOKENS)
-        if not isinstance(vocabulary_size, int) or vocabulary_size <= reserved:
-            raise ValueError(
-                f"vocabulary_size must be an int > {reserved} (the reserved "
-                f"tokens); received {vocabulary_size!r}."
-            )
         if model_type not in MODEL_TYPES:
             raise ValueError(f"model_type must be one of {MODEL_TYPES}; received {model_type!r}.")
-        sentences = [str(sentence) for sentence in sentences]
-        if not any(sentence.strip() for sentence in sentences):
-            raise ValueError("cannot train a tokenizer on no text: no sentences.")
+        sentences = training_sentences(sentences, vocabulary_size)
         model = io.BytesIO()
         # The trainer's random choices come from this generator.
         sentencepiece.set_random_generator_seed(0)
@@ -206,35 +197,15 @@ class SentencePieceTokenizer(GraphTokenizer):
         Returns:
             A str.
         """
-        ids = np.asarray(ids)
-        if ids.ndim != 1:
-            raise ValueError(
-                f"decode takes one sequence of ids; received shape {ids.shape}."
-            )
-        kept = kept_id_list(ids.tolist())
-        for token_id in kept:
-            self.id_to_token(token_id)  # a ValueError outside the vocabulary
-        return self._processor.decode(kept)
+        return self._processor.decode(self.decoded_ids(ids))
 
     def _detokenize_graph(self, ids):
         return self._graph_layer().detokenize(kept_ids(ids))
 
-    def normalize(self, text):
-        """The form `decode(encode(...))` gives text whose characters the
-        model knows: SentencePiece's normalization (NFKC, white space).
-
-        Args:
-            text: a str, or a list of str.
-
-        Returns:
-            A str, or a list of str.
-        """
-        single = isinstance(text, str)
-        texts = [text] if single else list(text)
-        normalized = [
-            self._processor.normalize(t).replace(SPACE_MARK, " ").strip() for t in texts
-        ]
-        return normalized[0] if single else normalized
+    def _normalize_all(self, texts):
+        # SentencePiece's own normalization (NFKC, white space), its space
+        # marks made spaces again.
+        return [self._processor.normalize(t).replace(SPACE_MARK, " ").strip() for t in texts]
 
     def __repr__(self):
         return f"SentencePieceTokenizer(vocabulary_size={self.vocabulary_size})"

@@ -36,7 +36,6 @@ from __future__ import annotations
 import os
 
 import keras_nlp
-import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
@@ -45,8 +44,8 @@ import tensorflow_text as tf_text
 from keras_hub.src.tokenizers.word_piece_tokenizer import pretokenize
 
 from zoo.data.tokenizer_base import GraphTokenizer
-from zoo.data.tokenizer_base import kept_id_list
 from zoo.data.tokenizer_base import kept_ids
+from zoo.data.tokenizer_base import training_sentences
 from zoo.recipes.contract import SPECIAL_TOKENS
 from zoo.recipes.contract import UNK_TOKEN
 
@@ -178,15 +177,7 @@ class TextTokenizer(GraphTokenizer):
         Returns:
             A `TextTokenizer`.
         """
-        reserved = len(SPECIAL_TOKENS)
-        if not isinstance(vocabulary_size, int) or vocabulary_size <= reserved:
-            raise ValueError(
-                f"vocabulary_size must be an int > {len(SPECIAL_TOKENS)} (the "
-                f"reserved tokens); received {vocabulary_size!r}."
-            )
-        sentences = [str(sentence) for sentence in sentences]
-        if not any(sentence.strip() for sentence in sentences):
-            raise ValueError("cannot train a tokenizer on no text: no sentences.")
+        sentences = training_sentences(sentences, vocabulary_size)
         normalize = tf.function(
             lambda text: _normalize_tensor(text, lowercase),
             input_signature=[tf.TensorSpec([None], tf.string)],
@@ -259,13 +250,8 @@ class TextTokenizer(GraphTokenizer):
         Returns:
             A str.
         """
-        ids = np.asarray(ids)
-        if ids.ndim != 1:
-            raise ValueError(
-                f"decode takes one sequence of ids; received shape {ids.shape}."
-            )
         words = []
-        for token_id in kept_id_list(ids.tolist()):
+        for token_id in self.decoded_ids(ids):
             token = self.id_to_token(token_id)
             piece = token[len(SUFFIX_INDICATOR) :]
             if token.startswith(SUFFIX_INDICATOR) and piece:
@@ -313,25 +299,9 @@ class TextTokenizer(GraphTokenizer):
         spaced = tf.where(space, tf.strings.join([" ", pieces]), pieces)
         return tf.strings.reduce_join(tokens.with_flat_values(spaced), axis=1)
 
-    def normalize(self, text):
-        """The form `decode(encode(...))` gives text, whatever the vocabulary.
-
-        Useful to prepare references the way the model sees them. Words out
-        of the vocabulary are kept (they would decode as "[UNK]").
-
-        Args:
-            text: a str, or a list of str.
-
-        Returns:
-            A str, or a list of str.
-        """
-        single = isinstance(text, str)
-        texts = [text] if single else list(text)
-        if not texts:
-            return []
+    def _normalize_all(self, texts):
         words = self._pretokenize_batch(tf.constant(texts, dtype=tf.string)).to_list()
-        normalized = [_join_words(w.decode("utf-8") for w in row) for row in words]
-        return normalized[0] if single else normalized
+        return [_join_words(w.decode("utf-8") for w in row) for row in words]
 
     def __repr__(self):
         return (

@@ -11,11 +11,13 @@ model (`_tokenize_graph`, `_detokenize_graph`) and `decode`.
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from zoo.recipes.contract import BOS_ID
 from zoo.recipes.contract import EOS_ID
 from zoo.recipes.contract import PAD_ID
+from zoo.recipes.contract import SPECIAL_TOKENS
 
 # Sentences tokenized per call in `encode` (bounds the memory of one call).
 ENCODE_CHUNK = 8192
@@ -40,6 +42,21 @@ def kept_id_list(ids):
         if token_id not in (PAD_ID, BOS_ID):
             kept.append(token_id)
     return kept
+
+
+def training_sentences(sentences, vocabulary_size):
+    """The sentences a tokenizer learns from, as a list of str, once
+    `vocabulary_size` and the text are checked (ValueErrors otherwise)."""
+    reserved = len(SPECIAL_TOKENS)
+    if not isinstance(vocabulary_size, int) or vocabulary_size <= reserved:
+        raise ValueError(
+            f"vocabulary_size must be an int > {reserved} (the reserved "
+            f"tokens); received {vocabulary_size!r}."
+        )
+    sentences = [str(sentence) for sentence in sentences]
+    if not any(sentence.strip() for sentence in sentences):
+        raise ValueError("cannot train a tokenizer on no text: no sentences.")
+    return sentences
 
 
 class GraphTokenizer:
@@ -70,6 +87,9 @@ class GraphTokenizer:
     def decode(self, ids):
         raise NotImplementedError
 
+    def _normalize_all(self, texts):
+        raise NotImplementedError
+
     # --- vocabulary ----------------------------------------------------------
 
     @property
@@ -91,6 +111,26 @@ class GraphTokenizer:
                 f"[0, {len(self._vocabulary) - 1}]."
             )
         return self._vocabulary[token_id]
+
+    def decoded_ids(self, ids):
+        """The ids of one sequence that `decode` reads (`kept_id_list`).
+
+        Args:
+            ids: a 1-D sequence of ints (list, NumPy array or tensor).
+
+        Returns:
+            A list of int; a ValueError for anything but one sequence of
+            ids of the vocabulary.
+        """
+        ids = np.asarray(ids)
+        if ids.ndim != 1:
+            raise ValueError(
+                f"decode takes one sequence of ids; received shape {ids.shape}."
+            )
+        kept = kept_id_list(ids.tolist())
+        for token_id in kept:
+            self.id_to_token(token_id)  # a ValueError outside the vocabulary
+        return kept
 
     def token_to_id(self, token):
         """The id (int) of a token; a ValueError if it is not in the vocabulary."""
@@ -138,6 +178,25 @@ class GraphTokenizer:
             chunk = sentences[start : start + ENCODE_CHUNK]
             ids += self._tokenize_batch(tf.constant(chunk, tf.string)).to_list()
         return ids
+
+    def normalize(self, text):
+        """The form `decode(encode(...))` gives text, whatever the vocabulary.
+
+        Useful to prepare references the way the model sees them. Words out
+        of the vocabulary are kept (they would decode as "[UNK]"). WordPiece
+        lowercases (for a lowercase vocabulary) and respaces punctuation;
+        SentencePiece only applies Unicode NFKC and collapses white space.
+
+        Args:
+            text: a str, or a list of str.
+
+        Returns:
+            A str, or a list of str.
+        """
+        if isinstance(text, str):
+            return self._normalize_all([text])[0]
+        texts = list(text)
+        return self._normalize_all(texts) if texts else []
 
     def detokenize(self, ids):
         """Text of a batch of id sequences, in TensorFlow graph ops.
