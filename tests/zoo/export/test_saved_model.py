@@ -282,6 +282,22 @@ def test_sentencepiece_run_serves_the_python_api_translations(served):
     assert [t.decode() for t in target.detokenize(rows).numpy()] == [t for _, t in CASED_PAIRS]
 
 
+def test_a_wordpiece_run_from_before_the_tokenizer_setting_still_loads(translation_run, tmp_path):
+    old = tmp_path / "old"
+    old.mkdir()
+    for path in translation_run.iterdir():
+        if path.is_file():
+            (old / path.name).write_bytes(path.read_bytes())
+    config = runs.read_json(old / runs.CONFIG)
+    del config["training"]["tokenizer"], config["training"]["shared_vocabulary"]
+    runs.write_json(old / runs.CONFIG, config)
+    translator = zoo.load(old)
+    assert isinstance(translator.source_tokenizer, TextTokenizer)
+    assert translator.target_tokenizer.vocabulary == TextTokenizer.load(
+        translation_run / runs.TARGET_VOCABULARY
+    ).vocabulary
+
+
 def test_caption_signature_gives_the_python_beam_captions(served):
     expected = served["captioner"].caption_files(served["images"], beam=2, length_penalty=0.6)
     assert served["out"]["captions"] == [c.text for c in expected]
