@@ -21,6 +21,7 @@ MODULES = (
     "tensorflow_text",
     "keras_nlp",
     "keras_hub",
+    "sentencepiece",
     "tf2onnx",
     "onnx",
     "onnxruntime",

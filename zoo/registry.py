@@ -33,6 +33,10 @@ SMALL_TRAINING = {
     "valid_size": 500,
     "test_size": 1000,
     "vocabulary_size": 1000,
+    # None: WordPiece for the synthetic corpus (it is lowercase), SentencePiece
+    # (which keeps case) when --data names a real corpus; see `train`.
+    "tokenizer": None,
+    "shared_vocabulary": False,
     "batch_size": 64,
     "epochs": 5,
     # With gradients clipped, 1e-2 trains the small recurrent presets much
@@ -56,6 +60,9 @@ SMALL_TRAINING = {
 MULTI30K_TRAINING = {
     "data": "multi30k",
     "vocabulary_size": 3000,
+    # Cased subwords: the BLEU everyone reports is cased.
+    "tokenizer": "sentencepiece",
+    "shared_vocabulary": False,
     "batch_size": 64,
     "epochs": 10,
     "learning_rate": 1e-3,

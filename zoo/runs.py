@@ -4,6 +4,10 @@
     source.vocab         source WordPiece vocabulary, one token a line
                          (translation only)
     target.vocab         target (or caption) vocabulary
+      or source.model,   the SentencePiece models instead, when the training's
+      target.model       "tokenizer" is "sentencepiece"
+      or shared.vocab /  one vocabulary for both languages, when its
+      shared.model       "shared_vocabulary" is true
     model.weights.h5     the final weights
     checkpoints/         model + optimizer after each epoch (epoch-NN.weights.h5
                          and its manifest epoch-NN.json; see zoo.training.checkpoints)
@@ -30,6 +34,12 @@ from zoo.errors import ZooUserError
 CONFIG = "config.json"
 SOURCE_VOCABULARY = "source.vocab"
 TARGET_VOCABULARY = "target.vocab"
+
+# The tokenizers a run's vocabularies can be ("tokenizer" in its training
+# settings), each with the suffix of its files.
+TOKENIZERS = ("wordpiece", "sentencepiece")
+VOCABULARY_SUFFIXES = {"wordpiece": ".vocab", "sentencepiece": ".model"}
+SHARED = "shared"
 WEIGHTS = "model.weights.h5"
 METRICS = "metrics.json"
 HISTORY = "history.csv"
@@ -41,6 +51,23 @@ TENSORBOARD = "tensorboard"
 
 class RunDirectoryError(ZooUserError):
     """A run directory that is missing, incomplete or unreadable."""
+
+
+def vocabulary_files(roles, training):
+    """Role -> file name of a run's vocabularies, for its training settings.
+
+    A run whose settings name no "tokenizer" is a WordPiece run (every run
+    was before SentencePiece came); with "shared_vocabulary" every role
+    reads one file.
+
+    Args:
+        roles: the task's vocabulary roles ("source", "target").
+        training: the run's training settings.
+    """
+    suffix = VOCABULARY_SUFFIXES[training.get("tokenizer") or "wordpiece"]
+    if training.get("shared_vocabulary") and len(roles) > 1:
+        return {role: SHARED + suffix for role in roles}
+    return {role: role + suffix for role in roles}
 
 
 def write_json(path, data):

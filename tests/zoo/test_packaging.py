@@ -256,7 +256,9 @@ def test_installs_without_the_extra_and_trains_a_model_of_our_layers_on_jax(tmp_
     assert report["backend"] == "jax"
     assert Path(report["zoo_file"]).is_relative_to(venv), report["zoo_file"]
     assert report["requires"] == ["keras", "numpy"]
-    assert {"tensorflow", "tensorflow-text", "keras-nlp"} <= set(report["tensorflow_extra"])
+    assert {"tensorflow", "tensorflow-text", "keras-nlp", "sentencepiece"} <= set(
+        report["tensorflow_extra"]
+    )
     assert report["tensorflow_loaded"] == []
     losses = report["loss"]
     assert all(later < earlier for earlier, later in zip(losses, losses[1:])), losses

@@ -3,7 +3,8 @@
     zoo list
     zoo train PRESET [--data SPEC] [--epochs N] [--out DIR] [--strategy S] [--mixed-precision P]
               [--jit-compile on|off] [--label-smoothing E] [--schedule S] [--warmup-steps N]
-              [--validation-bleu|--no-validation-bleu]
+              [--validation-bleu|--no-validation-bleu] [--tokenizer wordpiece|sentencepiece]
+              [--shared-vocabulary]
               (resumes DIR when it holds an unfinished run)
     zoo average DIR --last N [--out FILE]
     zoo evaluate DIR [--data SPEC] [--beam K] [--beam-stop early|exact] [--progress]
@@ -27,6 +28,7 @@ import os
 import sys
 
 from zoo import extras
+from zoo import runs
 from zoo.arguments import BEAM_STOPPING_RULES
 from zoo.arguments import fraction
 from zoo.arguments import non_negative_float
@@ -149,6 +151,19 @@ def build_parser():
         choices=("on", "off"),
         help="compile the train step with XLA (jax.jit on jax) or not (default: the recipe's "
         "choice for this backend, see `zoo bench train`)",
+    )
+
+    train.add_argument(
+        "--tokenizer",
+        choices=runs.TOKENIZERS,
+        help="subword vocabularies: 'sentencepiece' (keeps case; default for a real corpus) or "
+        "'wordpiece' (lowercase; default for the synthetic data and for captioning)",
+    )
+    train.add_argument(
+        "--shared-vocabulary",
+        action="store_true",
+        default=None,
+        help="translation: one vocabulary learned from both languages (default: one each)",
     )
 
     average = commands.add_parser(
@@ -321,6 +336,8 @@ def command_train(args):
         schedule=args.schedule,
         warmup_steps=args.warmup_steps,
         validation_bleu=args.validation_bleu,
+        tokenizer=args.tokenizer,
+        shared_vocabulary=args.shared_vocabulary,
     )
     print(f"run directory: {out}")
     print((out / "metrics.json").read_text().strip())
@@ -376,8 +393,10 @@ def evaluate_translator(translator, args):
             progress=counter,
             stopping=args.beam_stop,
         )
-    print(result["bleu"])
+    print(f"cased BLEU:      {result['bleu']}")
+    print(f"lowercased BLEU: {result['bleu_lowercased']}")
     print()
+    print("cased BLEU by source length (words):")
     print(evaluation.format_bleu_table({translator.config["preset"]: result["by_length"]}))
 
 

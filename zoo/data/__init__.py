@@ -6,6 +6,10 @@
   and tab-separated pairs (Tatoeba, Anki), with one-line errors (pure
   Python).
 - `zoo.data.tokenizer`: WordPiece tokenization with keras-nlp (TensorFlow).
+- `zoo.data.sentencepiece_tokenizer`: SentencePiece tokenization that keeps
+  case, trained with `sentencepiece`, run with keras-hub (TensorFlow).
+- `zoo.data.tokenizers`: a tokenizer by name, or from its file
+  (`train_tokenizer`, `load_tokenizer`).
 - `zoo.data.pipeline`: padded, length-bucketed `tf.data` batches
   (TensorFlow).
 - `zoo.data.captions`: an embedded synthetic image-captioning set of
@@ -65,6 +69,9 @@ _LAZY = {
     "UNK_ID": "zoo.recipes.contract",
     "RESERVED_TOKENS": "zoo.data.tokenizer",
     "TextTokenizer": "zoo.data.tokenizer",
+    "SentencePieceTokenizer": "zoo.data.sentencepiece_tokenizer",
+    "train_tokenizer": "zoo.data.tokenizers",
+    "load_tokenizer": "zoo.data.tokenizers",
     "EncodedPairs": "zoo.data.pipeline",
     "encode_pairs": "zoo.data.pipeline",
     "make_translation_dataset": "zoo.data.pipeline",

@@ -36,7 +36,6 @@ from __future__ import annotations
 import os
 
 import keras_nlp
-import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
@@ -44,9 +43,9 @@ import tensorflow_text as tf_text
 # `normalize` uses it too, so that it matches `tokenize` by construction.
 from keras_hub.src.tokenizers.word_piece_tokenizer import pretokenize
 
-from zoo.recipes.contract import BOS_ID
-from zoo.recipes.contract import EOS_ID
-from zoo.recipes.contract import PAD_ID
+from zoo.data.tokenizer_base import GraphTokenizer
+from zoo.data.tokenizer_base import kept_ids
+from zoo.data.tokenizer_base import training_sentences
 from zoo.recipes.contract import SPECIAL_TOKENS
 from zoo.recipes.contract import UNK_TOKEN
 
@@ -64,9 +63,6 @@ _ATTACH_BOTH = frozenset("-'/’")  # neither: t-shirt, man's, and/or
 _SPLIT_SETTINGS = dict(
     lowercase=False, strip_accents=False, split=True, split_on_cjk=True
 )
-
-# Sentences tokenized per call in `encode` (bounds the memory of one call).
-_ENCODE_CHUNK = 8192
 
 
 def _join_words(words):
@@ -101,7 +97,7 @@ def _is_cased(vocabulary):
     )
 
 
-class TextTokenizer:
+class TextTokenizer(GraphTokenizer):
     """A WordPiece tokenizer for one language of a translation corpus.
 
     Learn it from the training sentences with `TextTokenizer.train`, save it
@@ -142,8 +138,7 @@ class TextTokenizer:
             seen = set()
             repeated = [t for t in vocabulary if t in seen or seen.add(t)]
             raise ValueError(f"the vocabulary repeats tokens: {repeated[:5]!r}.")
-        self._vocabulary = vocabulary
-        self._token_to_id = {token: i for i, token in enumerate(vocabulary)}
+        super().__init__(vocabulary)
         self._lowercase = not _is_cased(vocabulary)
         self._wordpiece = keras_nlp.tokenizers.WordPieceTokenizer(
             vocabulary=vocabulary,
@@ -152,19 +147,12 @@ class TextTokenizer:
             dtype="int32",
             **_SPLIT_SETTINGS,
         )
-        # Traced once for a batch of any size. Inside a tf.function keras-nlp
-        # takes its tensorflow-text path (eagerly it would run pure Python).
-        self._tokenize_batch = tf.function(
-            self._tokenize_graph,
-            input_signature=[tf.TensorSpec([None], tf.string)],
-        )
+        # Traced once for a batch of any size, as `tokenize` is: inside a
+        # tf.function keras-nlp takes its tensorflow-text path (eagerly it
+        # would run pure Python).
         self._pretokenize_batch = tf.function(
             self._pretokenize_graph,
             input_signature=[tf.TensorSpec([None], tf.string)],
-        )
-        self._detokenize_batch = tf.function(
-            self._detokenize_graph,
-            input_signature=[tf.TensorSpec([None, None], tf.int32)],
         )
 
     # --- construction and storage ------------------------------------------
@@ -189,15 +177,7 @@ class TextTokenizer:
         Returns:
             A `TextTokenizer`.
         """
-        reserved = len(SPECIAL_TOKENS)
-        if not isinstance(vocabulary_size, int) or vocabulary_size <= reserved:
-            raise ValueError(
-                f"vocabulary_size must be an int > {len(SPECIAL_TOKENS)} (the "
-                f"reserved tokens); received {vocabulary_size!r}."
-            )
-        sentences = [str(sentence) for sentence in sentences]
-        if not any(sentence.strip() for sentence in sentences):
-            raise ValueError("cannot train a tokenizer on no text: no sentences.")
+        sentences = training_sentences(sentences, vocabulary_size)
         normalize = tf.function(
             lambda text: _normalize_tensor(text, lowercase),
             input_signature=[tf.TensorSpec([None], tf.string)],
@@ -247,32 +227,6 @@ class TextTokenizer:
         """
         return self._wordpiece
 
-    @property
-    def vocabulary_size(self):
-        """The number of tokens, reserved tokens included (an int)."""
-        return len(self._vocabulary)
-
-    @property
-    def vocabulary(self):
-        """The tokens, a list of str in id order (a copy)."""
-        return list(self._vocabulary)
-
-    def id_to_token(self, token_id):
-        """The token (str) of an id; a ValueError outside the vocabulary."""
-        token_id = int(token_id)
-        if not 0 <= token_id < len(self._vocabulary):
-            raise ValueError(
-                f"token id {token_id} is outside the vocabulary "
-                f"[0, {len(self._vocabulary) - 1}]."
-            )
-        return self._vocabulary[token_id]
-
-    def token_to_id(self, token):
-        """The id (int) of a token; a ValueError if it is not in the vocabulary."""
-        if token not in self._token_to_id:
-            raise ValueError(f"token {token!r} is not in the vocabulary.")
-        return self._token_to_id[token]
-
     # --- text to ids ------------------------------------------------------
 
     def _tokenize_graph(self, text):
@@ -280,45 +234,6 @@ class TextTokenizer:
 
     def _pretokenize_graph(self, text):
         return pretokenize(_normalize_tensor(text, self._lowercase), **_SPLIT_SETTINGS)
-
-    def tokenize(self, text):
-        """Token ids of a string tensor, for `tf.data` (no BOS or EOS).
-
-        Args:
-            text: a tf string tensor (or str, or list of str): a scalar or a
-                vector of sentences.
-
-        Returns:
-            int32 ids: a 1-D `tf.Tensor` for a scalar, a `tf.RaggedTensor`
-            `[batch, None]` for a vector.
-        """
-        text = tf.convert_to_tensor(text, dtype=tf.string)
-        if text.shape.rank == 0:
-            return self._tokenize_batch(tf.expand_dims(text, 0))[0]
-        if text.shape.rank != 1:
-            raise ValueError(
-                f"tokenize takes a scalar or a vector of strings; received "
-                f"shape {text.shape}."
-            )
-        return self._tokenize_batch(text)
-
-    def encode(self, sentences):
-        """Token ids of each sentence, as Python lists (no BOS or EOS).
-
-        Args:
-            sentences: a list of str.
-
-        Returns:
-            A list of lists of int, one per sentence.
-        """
-        if isinstance(sentences, str):
-            raise TypeError("encode takes a list of str; wrap one sentence in a list.")
-        sentences = list(sentences)
-        ids = []
-        for start in range(0, len(sentences), _ENCODE_CHUNK):
-            chunk = sentences[start : start + _ENCODE_CHUNK]
-            ids += self._tokenize_batch(tf.constant(chunk, tf.string)).to_list()
-        return ids
 
     # --- ids to text ----------------------------------------------------------
 
@@ -335,17 +250,8 @@ class TextTokenizer:
         Returns:
             A str.
         """
-        ids = np.asarray(ids)
-        if ids.ndim != 1:
-            raise ValueError(
-                f"decode takes one sequence of ids; received shape {ids.shape}."
-            )
         words = []
-        for token_id in ids.tolist():
-            if token_id == EOS_ID:
-                break
-            if token_id in (PAD_ID, BOS_ID):
-                continue
+        for token_id in self.decoded_ids(ids):
             token = self.id_to_token(token_id)
             piece = token[len(SUFFIX_INDICATOR) :]
             if token.startswith(SUFFIX_INDICATOR) and piece:
@@ -359,13 +265,7 @@ class TextTokenizer:
 
     def _detokenize_graph(self, ids):
         # `decode`'s loop, as masks over the tokens of each row.
-        kept = tf.logical_and(
-            tf.equal(tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=1), 0),
-            tf.logical_and(tf.not_equal(ids, PAD_ID), tf.not_equal(ids, BOS_ID)),
-        )
-        tokens = tf.gather(
-            tf.constant(self._vocabulary, tf.string), tf.ragged.boolean_mask(ids, kept)
-        )
+        tokens = tf.gather(tf.constant(self._vocabulary, tf.string), kept_ids(ids))
         flat = tokens.flat_values
         first = tf.equal(
             tf.range(tf.size(flat, out_type=tf.int64)),
@@ -399,48 +299,9 @@ class TextTokenizer:
         spaced = tf.where(space, tf.strings.join([" ", pieces]), pieces)
         return tf.strings.reduce_join(tokens.with_flat_values(spaced), axis=1)
 
-    def detokenize(self, ids):
-        """Text of a batch of id sequences, in TensorFlow graph ops.
-
-        Row by row it is exactly `decode` (stops at the first `[EOS]`, drops
-        `[PAD]` and `[BOS]`, joins "##" pieces and spaces punctuation the
-        same way), written with `tf.strings` ops so that it runs inside a
-        `tf.function` or an exported SavedModel, which saves the vocabulary
-        as a constant.
-
-        Args:
-            ids: int32 `[batch, length]` token ids (a tensor or array).
-
-        Returns:
-            A string `tf.Tensor` `[batch]`.
-        """
-        ids = tf.convert_to_tensor(ids, tf.int32)
-        if ids.shape.rank != 2:
-            raise ValueError(
-                f"detokenize takes a batch of id sequences [batch, length]; "
-                f"received shape {ids.shape}."
-            )
-        return self._detokenize_batch(ids)
-
-    def normalize(self, text):
-        """The form `decode(encode(...))` gives text, whatever the vocabulary.
-
-        Useful to prepare references the way the model sees them. Words out
-        of the vocabulary are kept (they would decode as "[UNK]").
-
-        Args:
-            text: a str, or a list of str.
-
-        Returns:
-            A str, or a list of str.
-        """
-        single = isinstance(text, str)
-        texts = [text] if single else list(text)
-        if not texts:
-            return []
+    def _normalize_all(self, texts):
         words = self._pretokenize_batch(tf.constant(texts, dtype=tf.string)).to_list()
-        normalized = [_join_words(w.decode("utf-8") for w in row) for row in words]
-        return normalized[0] if single else normalized
+        return [_join_words(w.decode("utf-8") for w in row) for row in words]
 
     def __repr__(self):
         return (

@@ -11,6 +11,9 @@ converted with tf2onnx. The folder it writes is everything
                          [B, S], and new_<name> for each entry a step changes
     source.vocab         source vocabulary (translation only)
     target.vocab         target (or caption) vocabulary
+                         (the run's vocabulary files as they are: .model
+                         files for a SentencePiece run, one shared file
+                         for a shared vocabulary)
     manifest.json        the source's name, shape and dtype, the state
                          names in order, which ones a step changes, each
                          graph's inputs and outputs, the special ids, the
@@ -110,11 +113,12 @@ def export_onnx(run_dir, out, overwrite=False, opset=OPSET):
 
     with files.replacing(out, folder=True) as staging:
         graphs = convert_model(model, staging, opset=opset)
-        for name in task.vocabularies.values():
+        vocabularies = task.vocabulary_files(config)
+        for name in set(vocabularies.values()):
             shutil.copyfile(run_dir / name, staging / name)
         runs.write_json(
             staging / MANIFEST,
-            _manifest(model, task, config, graphs, task.vocabularies, opset),
+            _manifest(model, task, config, graphs, vocabularies, opset),
         )
     return out
 

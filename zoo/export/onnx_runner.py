@@ -12,7 +12,8 @@ n-best list are the ones the Keras model gets. `OnnxTranslator` and
 this model inside: batching, padding, step limits and detokenization are
 theirs.
 
-Tokenization reuses `zoo.data.TextTokenizer` and image files are read by
+Tokenization reuses the run's tokenizers (`zoo.data.TextTokenizer` or
+`zoo.data.SentencePieceTokenizer`, from the files) and image files are read by
 `zoo.data.load_image`, both TensorFlow-based; neither the recipes' code nor
 their weights are needed.
 
@@ -36,6 +37,7 @@ from zoo.errors import ZooUserError
 from zoo.tasks import CAPTIONING
 from zoo.tasks import TRANSLATION
 from zoo.tasks import task_for
+from zoo.tasks.loading import load_tokenizers
 from zoo.recipes import contract
 from zoo.recipes import decoding
 from zoo.inference.translator import Translator
@@ -348,13 +350,8 @@ def load(folder, providers=None, session_options=None):
         captioning one; `translate` / `caption` / `evaluate` as in the
         Python API.
     """
-    from zoo.data import TextTokenizer  # TensorFlow-based: loaded only here
-
     model = OnnxModel(folder, providers, session_options)
     manifest = model.manifest
-    vocabularies = {
-        role: TextTokenizer.load(model.folder / name)
-        for role, name in manifest["vocabularies"].items()
-    }
+    vocabularies = load_tokenizers(model.folder, manifest["vocabularies"])
     task = task_for(manifest)
     return task.open(model, vocabularies, manifest["config"], wrapper=RUNNERS[task])

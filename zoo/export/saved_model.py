@@ -8,7 +8,7 @@ only TensorFlow, and tensorflow-text imported before loading (it registers
 the tokenizer's ops), e.g.
 
     import tensorflow as tf
-    import tensorflow_text  # the WordPiece and UTF-8 normalization ops
+    import tensorflow_text  # the WordPiece, SentencePiece and UTF-8 normalization ops
     served = tf.saved_model.load("exported/rnnsearch_small")
     served.signatures["translate"](text=tf.constant(["a small dog sees a cat."]))
 

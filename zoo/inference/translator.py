@@ -118,7 +118,8 @@ class Translator(SearchCache):
 
     Args:
         model: a recipe model (the encode / decode_step contract).
-        source_tokenizer, target_tokenizer: `zoo.data.TextTokenizer`s.
+        source_tokenizer, target_tokenizer: `zoo.data.TextTokenizer`s
+            (WordPiece) or `zoo.data.SentencePieceTokenizer`s.
         config: the run's config dict (see `zoo.runs`).
     """
 
@@ -268,15 +269,20 @@ class Translator(SearchCache):
     ):
         """BLEU of the translations of `pairs` ((source, reference) tuples).
 
-        References are normalized as the target tokenizer normalizes text;
-        with a lowercasing tokenizer the BLEU is lowercased and its
-        signature says `case:lc`. `progress` and `stopping` are `translate`'s.
+        The detokenized translations are scored against the references as
+        given, by sacreBLEU: cased BLEU (the score WMT reports, signature
+        `case:mixed`), and lowercased BLEU beside it (`case:lc`). A run whose
+        tokenizer lowercases (WordPiece) can only produce lowercase text, so
+        its cased BLEU is low on cased references; its lowercased BLEU is the
+        one to compare with lowercased results.
+        `progress` and `stopping` are `translate`'s.
 
-        Returns a dict with `bleu` (a `zoo.evaluation.bleu.BleuResult`),
-        `by_length` (BLEU per source-length bucket) and `hypotheses`.
+        Returns a dict with `bleu` (cased) and `bleu_lowercased` (each a
+        `zoo.evaluation.bleu.BleuResult`), `by_length` (cased BLEU per
+        source-length bucket) and `hypotheses`.
         """
         sources = [source for source, _ in pairs]
-        references = self.target_tokenizer.normalize([target for _, target in pairs])
+        references = [target for _, target in pairs]
         hypotheses = [
             t.text
             for t in self.translate(
@@ -288,12 +294,9 @@ class Translator(SearchCache):
                 stopping=stopping,
             )
         ]
-        # A lowercasing tokenizer can only produce lowercase text, and the
-        # references were lowercased to match: say so in the signature
-        # (`case:lc`), since such a score is not comparable to cased BLEU.
-        options = {"lowercase": self.target_tokenizer.lowercase}
         return {
-            "bleu": evaluation.corpus_bleu(hypotheses, references, **options),
-            "by_length": evaluation.bleu_by_length(sources, hypotheses, references, **options),
+            "bleu": evaluation.corpus_bleu(hypotheses, references),
+            "bleu_lowercased": evaluation.corpus_bleu(hypotheses, references, lowercase=True),
+            "by_length": evaluation.bleu_by_length(sources, hypotheses, references),
             "hypotheses": hypotheses,
         }

@@ -37,8 +37,8 @@ def check_run_directory(run_dir):
     if not run_dir.is_dir():
         raise runs.RunDirectoryError(f"run directory {str(run_dir)!r} does not exist")
     config = run_dir / runs.CONFIG
-    task = task_for(runs.read_json(config)) if config.is_file() else TRANSLATION
-    missing = [name for name in task.run_files if not (run_dir / name).is_file()]
+    config = runs.read_json(config) if config.is_file() else {}
+    missing = [name for name in task_for(config).run_files(config) if not (run_dir / name).is_file()]
     if missing:
         raise runs.RunDirectoryError(
             f"run directory {str(run_dir)!r} is incomplete: missing "

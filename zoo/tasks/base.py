@@ -29,16 +29,45 @@ class Task:
     name = None
     # The `zoo` command that decodes a run of this task.
     command = None
-    # Role -> file name of the run's vocabularies, in the order the task's
-    # inference wrapper takes its tokenizers.
-    vocabularies = {}
+    # The roles of the run's vocabularies, in the order the task's inference
+    # wrapper takes its tokenizers.
+    roles = ()
+    # The tokenizers the task can train (`zoo.runs.TOKENIZERS`).
+    tokenizers = ("wordpiece",)
     # What the error calls the embedded data a run was trained on.
     synthetic_data = None
 
-    @property
-    def run_files(self):
-        """The files a finished run directory of this task holds."""
-        return (runs.CONFIG, *self.vocabularies.values(), runs.WEIGHTS)
+    def vocabulary_files(self, config):
+        """Role -> file name of the vocabularies of a run of `config` (its
+        config.json, or an ONNX manifest's config)."""
+        return runs.vocabulary_files(self.roles, config.get("training", {}))
+
+    def run_files(self, config):
+        """The files a finished run directory of `config` holds."""
+        names = dict.fromkeys(self.vocabulary_files(config).values())
+        return (runs.CONFIG, *names, runs.WEIGHTS)
+
+    def default_tokenizer(self, training):
+        """The tokenizer a training of these settings gets unless it names one."""
+        return "wordpiece"
+
+    def tokenizer_settings(self, training, tokenizer=None, shared_vocabulary=None):
+        """`training` with its "tokenizer" and "shared_vocabulary" settled:
+        `tokenizer` / `shared_vocabulary` when given, else the settings', else
+        the task's default; a tokenizer the task can't train is refused."""
+        training = dict(training)
+        training["tokenizer"] = (
+            tokenizer or training.get("tokenizer") or self.default_tokenizer(training)
+        )
+        if training["tokenizer"] not in self.tokenizers:
+            raise ZooUserError(
+                f"a {self.name} run trains {' or '.join(self.tokenizers)} vocabularies; "
+                f"received tokenizer {training['tokenizer']!r}"
+            )
+        if shared_vocabulary is not None:
+            training["shared_vocabulary"] = shared_vocabulary
+        training["shared_vocabulary"] = bool(training.get("shared_vocabulary", False))
+        return training
 
     def load_splits(self, training):
         """(train, valid, test) examples for a preset's training settings.
@@ -78,7 +107,7 @@ class Task:
         """`model` with its tokenizers ({role: tokenizer}) as the task's
         inference wrapper, or as `wrapper` (a class taking the same arguments)."""
         wrapper = wrapper or self.wrapper()
-        return wrapper(model, *(tokenizers[role] for role in self.vocabularies), config)
+        return wrapper(model, *(tokenizers[role] for role in self.roles), config)
 
     def test_examples(self, config, data_spec):
         """The test set `zoo evaluate` scores a run on: `data_spec`'s corpus,
@@ -106,13 +135,24 @@ def hold_out_validation(examples, training):
     return examples[: len(examples) - valid_size], examples[len(examples) - valid_size :], []
 
 
-def run_tokenizer(path, sentences, training):
-    """The run's tokenizer at `path`: learned from `sentences` and saved, or
-    reloaded when a resumed run saved it already (the same either way)."""
+def run_tokenizers(task, out, training, sentences):
+    """The run's tokenizers ({role: tokenizer}) in the run directory `out`:
+    learned from `sentences` ({role: list of str}) and saved, or reloaded
+    when a resumed run saved them already (the same either way). Roles that
+    share a file share one tokenizer, learned from all their sentences."""
     from zoo import data  # TensorFlow-based: loaded only here
 
-    if path.is_file():
-        return data.TextTokenizer.load(path)
-    tokenizer = data.TextTokenizer.train(sentences, training["vocabulary_size"])
-    tokenizer.save(path)
-    return tokenizer
+    files = task.vocabulary_files({"training": training})
+    tokenizers = {}
+    for name in dict.fromkeys(files.values()):
+        path = out / name
+        if path.is_file():
+            tokenizer = data.load_tokenizer(path)
+        else:
+            text = [s for role in task.roles if files[role] == name for s in sentences[role]]
+            tokenizer = data.train_tokenizer(
+                training.get("tokenizer") or "wordpiece", text, training["vocabulary_size"]
+            )
+            tokenizer.save(path)
+        tokenizers.update({role: tokenizer for role in task.roles if files[role] == name})
+    return tokenizers

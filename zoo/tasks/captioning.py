@@ -2,16 +2,15 @@
 
 import functools
 
-from zoo import runs
 from zoo.tasks.base import Task
 from zoo.tasks.base import TaskData
-from zoo.tasks.base import run_tokenizer
+from zoo.tasks.base import run_tokenizers
 
 
 class Captioning(Task):
     name = "captioning"
     command = "caption"
-    vocabularies = {"target": runs.TARGET_VOCABULARY}
+    roles = ("target",)
     synthetic_data = "images"
 
     def synthetic_splits(self, training):
@@ -46,7 +45,7 @@ class Captioning(Task):
 
         train_images, valid_images, test_images = splits
         images, captions = captioner.caption_pairs(train_images)
-        tokenizer = run_tokenizer(out / runs.TARGET_VOCABULARY, captions, training)
+        tokenizer = run_tokenizers(self, out, training, {"target": captions})["target"]
 
         def dataset(examples, shuffle, epochs=None):
             images, captions = captioner.caption_pairs(examples)

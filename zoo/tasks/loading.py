@@ -14,11 +14,19 @@ def build_model(config):
     return model
 
 
+def load_tokenizers(folder, files):
+    """{role: tokenizer} of the vocabulary `files` ({role: name}) in
+    `folder`, each file loaded once (roles that share it share the tokenizer),
+    the tokenizer picked by the file's suffix (`zoo.data.load_tokenizer`)."""
+    from zoo.data import load_tokenizer  # TensorFlow-based: loaded only here
+
+    loaded = {name: load_tokenizer(folder / name) for name in set(files.values())}
+    return {role: loaded[name] for role, name in files.items()}
+
+
 def load(run_dir):
     """A run directory reopened: a `zoo.inference.translator.Translator`, or a
     `zoo.inference.captioner.Captioner` for a captioning recipe."""
-    from zoo.data import TextTokenizer  # TensorFlow-based: loaded only here
-
     run_dir = check_run_directory(run_dir)
     config = runs.read_json(run_dir / runs.CONFIG)
     task = task_for(config)
@@ -29,7 +37,5 @@ def load(run_dir):
         raise runs.RunDirectoryError(
             f"cannot load the weights in {run_dir / runs.WEIGHTS}: {error}"
         ) from None
-    tokenizers = {
-        role: TextTokenizer.load(run_dir / name) for role, name in task.vocabularies.items()
-    }
+    tokenizers = load_tokenizers(run_dir, task.vocabulary_files(config))
     return task.open(model, tokenizers, config)

@@ -2,16 +2,16 @@
 
 import functools
 
-from zoo import runs
 from zoo.tasks.base import Task
 from zoo.tasks.base import TaskData
-from zoo.tasks.base import run_tokenizer
+from zoo.tasks.base import run_tokenizers
 
 
 class Translation(Task):
     name = "translation"
     command = "translate"
-    vocabularies = {"source": runs.SOURCE_VOCABULARY, "target": runs.TARGET_VOCABULARY}
+    roles = ("source", "target")
+    tokenizers = ("wordpiece", "sentencepiece")
     synthetic_data = "corpus"
 
     def synthetic_splits(self, training):
@@ -27,6 +27,11 @@ class Translation(Task):
 
         return data.read_corpus(data_spec).pairs
 
+    def default_tokenizer(self, training):
+        """SentencePiece, which keeps case, for a real corpus; WordPiece for
+        the embedded synthetic corpus, which is lowercase."""
+        return "wordpiece" if training["data"] == "synthetic" else "sentencepiece"
+
     def wrapper(self):
         from zoo.inference.translator import Translator
 
@@ -36,12 +41,13 @@ class Translation(Task):
         from zoo import data
 
         train_pairs, valid_pairs, test_pairs = splits
-        source_tokenizer = run_tokenizer(
-            out / runs.SOURCE_VOCABULARY, [s for s, _ in train_pairs], training
+        tokenizers = run_tokenizers(
+            self,
+            out,
+            training,
+            {"source": [s for s, _ in train_pairs], "target": [t for _, t in train_pairs]},
         )
-        target_tokenizer = run_tokenizer(
-            out / runs.TARGET_VOCABULARY, [t for _, t in train_pairs], training
-        )
+        source_tokenizer, target_tokenizer = tokenizers["source"], tokenizers["target"]
 
         def encode(pairs):
             # Once per split: a training asks for its batches several times (to
@@ -81,8 +87,9 @@ class Translation(Task):
         def evaluate(model, config):
             result = translator(model, config).evaluate(test_pairs)
             return {
-                "test_bleu": result["bleu"].score,
-                "test_bleu_signature": result["bleu"].signature,
+                f"test_{name}{part}": getattr(result[name], field)
+                for name in ("bleu", "bleu_lowercased")
+                for part, field in (("", "score"), ("_signature", "signature"))
             }
 
         def validate(model, config):

@@ -180,8 +180,10 @@ def write_untrained_run(
     Args:
         out: the run directory to write (created; must not exist yet).
         preset: a preset name.
-        target_tokenizer: the target (or caption) `TextTokenizer`.
-        source_tokenizer: the source `TextTokenizer` (translation only).
+        target_tokenizer: the target (or caption) tokenizer (a `TextTokenizer`
+            or a `SentencePieceTokenizer`).
+        source_tokenizer: the source tokenizer (translation only), of the
+            same kind; the very same object makes a shared vocabulary.
         model_overrides: optional dict of model config entries (e.g. tiny sizes).
         training_overrides: optional dict of training settings (e.g.
             `max_length`, which bounds the inputs the Python API reads).
@@ -189,6 +191,7 @@ def write_untrained_run(
     Returns:
         The run directory, a `Path`.
     """
+    from zoo.data import SentencePieceTokenizer
     from zoo.tasks.loading import build_model
 
     settings = registry.get_preset(preset)
@@ -197,7 +200,13 @@ def write_untrained_run(
     out.mkdir(parents=True)
     model = {**settings["model"], **(model_overrides or {})}
     tokenizers = {"source": source_tokenizer, "target": target_tokenizer}
-    for role, name in task.vocabularies.items():
+    kind = "sentencepiece" if isinstance(target_tokenizer, SentencePieceTokenizer) else "wordpiece"
+    training = task.tokenizer_settings(
+        {**settings["training"], **(training_overrides or {})},
+        kind,
+        shared_vocabulary=source_tokenizer is target_tokenizer,
+    )
+    for role, name in task.vocabulary_files({"training": training}).items():
         tokenizers[role].save(out / name)
         model[f"{role}_vocabulary_size"] = tokenizers[role].vocabulary_size
     config = {
@@ -205,7 +214,7 @@ def write_untrained_run(
         "recipe": settings["recipe"],
         "task": task.name,
         "model": model,
-        "training": {**settings["training"], **(training_overrides or {})},
+        "training": training,
     }
     runs.write_json(out / runs.CONFIG, config)
     runs.save_weights(build_model(config), out / runs.WEIGHTS)
@@ -236,7 +245,7 @@ def compiled_batch_shapes(preset):
 def _compiled_batch_shapes(task, training_json):
     import tensorflow as tf
 
-    training = json.loads(training_json)
+    training = task.tokenizer_settings(json.loads(training_json))
     splits = task.load_splits(training)
     with tempfile.TemporaryDirectory() as folder:
         epoch = task.prepare_data(training, splits, Path(folder), fixed_shapes=True).train_data(None)
@@ -264,6 +273,8 @@ def train(
     schedule=None,
     warmup_steps=None,
     validation_bleu=None,
+    tokenizer=None,
+    shared_vocabulary=None,
 ):
     """Trains preset `preset` and writes its run directory `out`.
 
@@ -312,6 +323,11 @@ def train(
         validation_bleu: override the preset's `validation_bleu`: decode
             the validation split greedily after each epoch and log its BLEU
             as `val_bleu` (translation only).
+        tokenizer: None (the preset's "tokenizer", else SentencePiece for a
+            real corpus and WordPiece for the synthetic one), "wordpiece"
+            (lowercase) or "sentencepiece" (keeps case; translation only).
+        shared_vocabulary: None (the preset's setting, else False), or
+            True for one vocabulary learned from both languages.
 
     Returns:
         The run directory, a `Path`.
@@ -348,6 +364,7 @@ def train(
             training[key] = value
     check_training_settings(training)
     task = task_for(settings)
+    training = task.tokenizer_settings(training, tokenizer, shared_vocabulary)
     splits = task.load_splits(training)
     # Every batch the same size, split evenly over the devices, where the
     # strategy needs it (each length bucket's last, smaller batch is then

@@ -1,5 +1,6 @@
 """The `zoo` command line, end to end on a tiny run, and its one-line errors."""
 
+import json
 import os
 import subprocess
 import sys
@@ -53,6 +54,16 @@ def test_bad_beam_stop_is_a_usage_error_naming_the_value(capsys):
     assert "invalid choice: 'never'" in capsys.readouterr().err
 
 
+@pytest.mark.tensorflow_only
+def test_sentencepiece_for_captioning_is_one_line(capsys, tmp_path):
+    code, _, err = run_cli(
+        capsys, "train", "show_attend_tell_small", "--tokenizer", "sentencepiece",
+        "--out", str(tmp_path / "run"),
+    )
+    assert_one_line_error(code, err, "captioning", "wordpiece", "'sentencepiece'")
+    assert not (tmp_path / "run").exists()
+
+
 def test_console_script_reports_without_traceback():
     result = subprocess.run(
         [sys.executable, "-m", "zoo.cli", "evaluate", "/nonexistent/run"],
@@ -67,9 +78,13 @@ def test_console_script_reports_without_traceback():
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A tiny run, and the model and weights that training held at its end."""
+    """A tiny run with one SentencePiece vocabulary for both languages, and
+    the model and weights that training held at its end."""
     out = tmp_path_factory.mktemp("runs") / "run"
-    options = ("--train-size", "64", "--epochs", "1", "--batch-size", "32")
+    options = (
+        "--train-size", "64", "--epochs", "1", "--batch-size", "32",
+        "--tokenizer", "sentencepiece", "--shared-vocabulary",
+    )
     return train_keeping_the_model(out, "rnnsearch_small", *options)
 
 
@@ -80,10 +95,18 @@ def tiny_run(trained):
 
 @pytest.mark.tensorflow_only
 def test_train_writes_a_complete_run_directory(tiny_run):
-    for name in ("config.json", "source.vocab", "target.vocab", "model.weights.h5",
+    for name in ("config.json", "shared.model", "model.weights.h5",
                  "history.csv", "metrics.json", "checkpoints/epoch-01.weights.h5"):
         assert (tiny_run / name).is_file(), name
+    assert not list(tiny_run.glob("*.vocab")) and not list(tiny_run.glob("source.*"))
     assert not list(tiny_run.glob(".*tmp*")), "temporary files left behind"
+    training = json.loads((tiny_run / "config.json").read_text())["training"]
+    assert (training["tokenizer"], training["shared_vocabulary"]) == ("sentencepiece", True)
+    # The synthetic data has a test split: its cased and lowercased BLEU.
+    metrics = json.loads((tiny_run / "metrics.json").read_text())
+    assert "case:mixed" in metrics["test_bleu_signature"]
+    assert "case:lc" in metrics["test_bleu_lowercased_signature"]
+    assert 0 <= metrics["test_bleu"] <= metrics["test_bleu_lowercased"] <= 100
 
 
 @pytest.mark.tensorflow_only
@@ -132,10 +155,11 @@ def test_translate_prints_the_translation_and_nothing_else(tiny_run):
 def test_evaluate_prints_bleu_with_signature_and_length_table(capsys, tiny_run):
     code, out, _ = run_cli(capsys, "evaluate", str(tiny_run), "--limit", "20")
     assert code == 0
-    assert "nrefs:1" in out and "version:" in out
-    # The tokenizer lowercases, so the score is lowercased BLEU and says so.
-    assert "case:lc" in out
-    assert "| 1-10 " in out or "1-10" in out
+    cased, lowercased = out.splitlines()[:2]
+    assert cased.startswith("cased BLEU:") and "case:mixed" in cased
+    assert lowercased.startswith("lowercased BLEU:") and "case:lc" in lowercased
+    assert "nrefs:1" in cased and "version:" in cased
+    assert "cased BLEU by source length" in out and "| 1-10 " in out
 
 
 @pytest.mark.tensorflow_only
@@ -155,6 +179,10 @@ def test_reloaded_run_translates_like_the_trained_model(trained):
     reloaded = zoo.load(out)
     for saved, loaded in zip(weights, reloaded.model.get_weights(), strict=True):
         np.testing.assert_array_equal(loaded, saved)
+    from zoo.data import SentencePieceTokenizer
+
+    assert isinstance(reloaded.source_tokenizer, SentencePieceTokenizer)
+    assert reloaded.source_tokenizer is reloaded.target_tokenizer  # one shared file
     in_memory = Translator(
         model, reloaded.source_tokenizer, reloaded.target_tokenizer, reloaded.config
     )

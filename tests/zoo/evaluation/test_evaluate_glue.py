@@ -217,18 +217,23 @@ def test_each_translation_keeps_its_own_pieces_and_alignment():
     assert [t.text for t in translations] == ["a dog runs.", "cat.", "a cat sleeps."]
 
 
-def test_bleu_pairs_each_hypothesis_with_its_normalised_reference():
-    # Cased, and a full-width stop that only the tokenizer's NFKC step
-    # turns into ".": BLEU's own lowercasing and tokenizing can't match it.
-    references = ["A dog runs\uff0e", "CAT.", "A dog sleeps."]
+def test_bleu_is_cased_against_the_raw_references_with_lowercased_beside_it():
+    # The (lowercasing) WordPiece translations meet cased references: the
+    # cased BLEU counts "A" and "CAT" as misses, the lowercased one does not.
+    references = ["A dog runs.", "CAT.", "a dog sleeps."]
     result = stub_translator().evaluate(list(zip(SOURCES, references)))
     assert result["hypotheses"] == ["a dog runs.", "cat.", "a cat sleeps."]
-    expected = BLEU(lowercase=True).corpus_score(
+    cased = BLEU().corpus_score(result["hypotheses"], [references])
+    lowercased = BLEU().corpus_score(
         result["hypotheses"], [["a dog runs.", "cat.", "a dog sleeps."]]
     )
-    assert result["bleu"].score == pytest.approx(expected.score)
-    assert 0 < result["bleu"].score < 100
-    # The three sources are 2 to 4 pieces long, one bucket (1-10 words).
+    assert result["bleu"].score == pytest.approx(cased.score)
+    assert result["bleu_lowercased"].score == pytest.approx(lowercased.score)
+    assert 0 < result["bleu"].score < result["bleu_lowercased"].score < 100
+    assert "case:mixed" in result["bleu"].signature
+    assert "case:lc" in result["bleu_lowercased"].signature
+    # The three sources are 2 to 4 pieces long, one bucket (1-10 words),
+    # scored cased.
     (bucket,) = [b for b in result["by_length"] if b.count]
     assert bucket.count == 3
-    assert bucket.bleu == pytest.approx(expected.score)
+    assert bucket.bleu == pytest.approx(cased.score)

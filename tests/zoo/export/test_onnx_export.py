@@ -37,6 +37,8 @@ FAMILIES = ["rnnsearch_small", "transformer_small", "show_attend_tell_small"]
 # Its export replaces (overwrite=True) a folder holding STALE: every export
 # converts for seconds, so the overwrite path is checked on one of them.
 OVERWRITTEN = "show_attend_tell_small"
+# Its run has one SentencePiece vocabulary for both languages (shared.model).
+SENTENCEPIECE = "transformer_small"
 STALE = "stale.txt"
 # Sentences of at most 8 word pieces: the Python API pads to a multiple of 8,
 # so the Keras search is traced for one width only.
@@ -54,15 +56,23 @@ def vocabulary(sentences):
 
 def write_run(folder, preset):
     """A complete run directory of `preset` at tiny size, random weights."""
+    from zoo.data import SentencePieceTokenizer
     from zoo.data import TextTokenizer
 
     recipe = registry.get_preset(preset)["recipe"]
     pairs = synthetic_corpus(200, seed=1, min_length=3, max_length=12)
+    targets = [t for _, t in pairs] + ["a red circle ."]
+    sources = [s for s, _ in pairs] + SENTENCES
+    if preset == SENTENCEPIECE:
+        shared = SentencePieceTokenizer.train(targets + sources, 400)
+        target, source = shared, shared
+    else:
+        target, source = TextTokenizer(vocabulary(targets)), TextTokenizer(vocabulary(sources))
     return training.write_untrained_run(
         folder,
         preset,
-        TextTokenizer(vocabulary([t for _, t in pairs] + ["a red circle ."])),
-        TextTokenizer(vocabulary([s for s, _ in pairs] + SENTENCES)),
+        target,
+        source,
         model_overrides={**TINY[recipe], "dropout": 0.0},
         training_overrides={"max_length": 10},
     )
@@ -109,9 +119,16 @@ def test_export_writes_the_graphs_vocabularies_and_manifest(exports, preset):
     assert manifest["state"] == list(state)
     assert manifest["carried_state"] == model.carried_state_keys(state)
     assert manifest["attention_state_key"] == model.attention_state_key
-    for name in ("encoder.onnx", "decoder_step.onnx", "target.vocab"):
+    for name in ("encoder.onnx", "decoder_step.onnx", *manifest["vocabularies"].values()):
         assert (out / name).is_file(), name
-    assert (out / "source.vocab").is_file() == (manifest["task"] == "translation")
+    expected = {"target": "target.vocab"}
+    if manifest["task"] == "translation":
+        expected = {"source": "source.vocab", "target": "target.vocab"}
+    if preset == SENTENCEPIECE:  # the run's one file, copied as it is
+        expected = {"source": "shared.model", "target": "shared.model"}
+        run_file = exports(preset).run_dir / "shared.model"
+        assert (out / "shared.model").read_bytes() == run_file.read_bytes()
+    assert manifest["vocabularies"] == expected
     assert not [p.name for p in out.parent.iterdir() if p.name.startswith(".")], "temporary left"
 
 
@@ -128,6 +145,7 @@ def test_runner_tokens_equal_the_python_api(exports, preset):
         pieces = [(t.target_pieces, t.score) for t in expected], [
             (t.target_pieces, t.score) for t in got
         ]
+        assert [t.text for t in got] == [t.text for t in expected]
     assert [p for p, _ in pieces[1]] == [p for p, _ in pieces[0]]
     np.testing.assert_allclose([s for _, s in pieces[1]], [s for _, s in pieces[0]], atol=TOLERANCE)
 

@@ -21,7 +21,9 @@ from zoo import registry
 from zoo import runs
 from zoo.training import loop as training
 from zoo.data import captions as caption_data
+from zoo.data.sentencepiece_tokenizer import SentencePieceTokenizer
 from zoo.data.tokenizer import TextTokenizer
+from tiny_configs import TINY
 
 pytestmark = pytest.mark.tensorflow_only
 
@@ -51,6 +53,26 @@ def translation_run(tmp_path_factory):
         [s for s, _ in pairs],
         [t for _, t in pairs],
         max_length=MAX_INPUT_LENGTH,
+    )
+
+
+# Cased, accented German and English: a SentencePiece run must read and
+# write them as they are.
+CASED_PAIRS = [
+    ("A girl runs across the street.", "Ein Mädchen läuft über die Straße."),
+    ("Two men wear big green hats.", "Zwei Männer tragen große, grüne Hüte."),
+    ("The dog plays (outside) in the snow?", "Der Hund spielt (draußen) im Schnee?"),
+]
+
+
+@pytest.fixture(scope="module")
+def sentencepiece_run(tmp_path_factory):
+    """An untrained, tiny run whose vocabularies are SentencePiece models."""
+    source = SentencePieceTokenizer.train([s for s, _ in CASED_PAIRS] * 5, 60)
+    target = SentencePieceTokenizer.train([t for _, t in CASED_PAIRS] * 5, 60)
+    return training.write_untrained_run(
+        tmp_path_factory.mktemp("runs") / "sentencepiece", "rnnsearch_small", target, source,
+        model_overrides=TINY["rnnsearch"], training_overrides={"max_length": MAX_INPUT_LENGTH},
     )
 
 
@@ -90,6 +112,8 @@ import tensorflow_text  # the tokenizer ops
 request = json.load(open(sys.argv[1]))
 translator = tf.saved_model.load(request["translator"])
 captioner = tf.saved_model.load(request["captioner"])
+cased = tf.saved_model.load(request["sentencepiece"]).signatures["translate"]
+cased = cased(text=tf.constant(request["cased"]))
 translate = translator.signatures["translate"]
 text = translate(text=tf.constant(request["sentences"]))
 long = translate(text=tf.constant([request["long"], request["prefix"]]))
@@ -115,6 +139,8 @@ json.dump(
         "long": [t.decode() for t in long["translation"].numpy()],
         "captions": [t.decode() for t in caption["caption"].numpy()],
         "caption_scores": caption["score"].numpy().tolist(),
+        "cased": [t.decode() for t in cased["translation"].numpy()],
+        "cased_scores": cased["score"].numpy().tolist(),
     },
     sys.stdout,
 )
@@ -129,7 +155,7 @@ SENTENCES = [
 
 
 @pytest.fixture(scope="module")
-def served(translation_run, caption_run, tmp_path_factory):
+def served(translation_run, caption_run, sentencepiece_run, tmp_path_factory):
     """Exports both runs (with beam search) and runs every
     signature once in a process without zoo; returns what it needs and got."""
     folder = tmp_path_factory.mktemp("served")
@@ -145,6 +171,8 @@ def served(translation_run, caption_run, tmp_path_factory):
     export.export_saved_model(
         caption_run, captioner_out, beam=2, length_penalty=0.6, overwrite=True
     )
+
+    export.export_saved_model(sentencepiece_run, folder / "sentencepiece")
 
     source = translator.source_tokenizer
     long = " ".join(["the small dog sees a cat and"] * 20000)  # 0.6 MB
@@ -175,6 +203,8 @@ def served(translation_run, caption_run, tmp_path_factory):
     request = {
         "translator": str(translator_out),
         "captioner": str(captioner_out),
+        "sentencepiece": str(folder / "sentencepiece"),
+        "cased": [s for s, _ in CASED_PAIRS] + ["", "Zwei  Männer\u00a0und ωμέγα"],
         "sentences": SENTENCES,
         "long": long,
         "prefix": prefix,
@@ -196,6 +226,7 @@ def served(translation_run, caption_run, tmp_path_factory):
     return {
         "folder": folder,
         "translation_run": translation_run,
+        "sentencepiece_run": sentencepiece_run,
         "translator": translator,
         "captioner": captioner,
         "images": images,
@@ -229,6 +260,42 @@ def test_translate_signature_gives_the_translations_of_zoo_translate(served, cap
     np.testing.assert_allclose(
         served["out"]["scores"], [t.score for t in expected], rtol=1e-5, atol=1e-4
     )
+
+
+def test_sentencepiece_run_serves_the_python_api_translations(served):
+    """Tokenization (cased, accented, an unknown character, odd white space)
+    and detokenization in the graph are the Python tokenizers'."""
+    translator = zoo.load(served["sentencepiece_run"])
+    assert isinstance(translator.source_tokenizer, SentencePieceTokenizer)
+    request = [s for s, _ in CASED_PAIRS] + ["", "Zwei  Männer\u00a0und ωμέγα"]
+    expected = translator.translate(request)
+    assert served["out"]["cased"] == [t.text for t in expected]
+    np.testing.assert_allclose(
+        served["out"]["cased_scores"], [t.score for t in expected], rtol=1e-5, atol=1e-4
+    )
+    # The target model decodes the graph's output pieces: its own text comes
+    # back as written, case and accents kept.
+    target = translator.target_tokenizer
+    ids = target.encode([t for _, t in CASED_PAIRS])
+    width = max(map(len, ids))
+    rows = np.array([row + [0] * (width - len(row)) for row in ids], "int32")
+    assert [t.decode() for t in target.detokenize(rows).numpy()] == [t for _, t in CASED_PAIRS]
+
+
+def test_a_wordpiece_run_from_before_the_tokenizer_setting_still_loads(translation_run, tmp_path):
+    old = tmp_path / "old"
+    old.mkdir()
+    for path in translation_run.iterdir():
+        if path.is_file():
+            (old / path.name).write_bytes(path.read_bytes())
+    config = runs.read_json(old / runs.CONFIG)
+    del config["training"]["tokenizer"], config["training"]["shared_vocabulary"]
+    runs.write_json(old / runs.CONFIG, config)
+    translator = zoo.load(old)
+    assert isinstance(translator.source_tokenizer, TextTokenizer)
+    assert translator.target_tokenizer.vocabulary == TextTokenizer.load(
+        translation_run / runs.TARGET_VOCABULARY
+    ).vocabulary
 
 
 def test_caption_signature_gives_the_python_beam_captions(served):
