@@ -60,6 +60,7 @@ def test_the_results_record_backend_versions_machine_and_ratios(layers_run):
         "repeats": 1,
         "warmup": 1,
         "min_time": 0.0,
+        "mixed_precision": None,
     }
     assert results["command"].startswith("zoo bench layers --size tiny --repeats 1")
     assert len(results["cases"]) == (len(PAIRED) + len(ALONE)) * len(DIRECTIONS)

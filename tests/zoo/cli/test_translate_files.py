@@ -42,7 +42,9 @@ class EchoTranslator(Translator):
 
     decoded = 0
 
-    def _decode_batch(self, source_ids, beam, length_penalty, coverage_penalty, n_best=0):
+    def _decode_batch(
+        self, source_ids, beam, length_penalty, coverage_penalty, n_best=0, stopping="early"
+    ):
         self.decoded += len(source_ids)
         width = max(len(ids) for ids in source_ids)
         attention = np.zeros((len(source_ids), width + 1, width), "float32")

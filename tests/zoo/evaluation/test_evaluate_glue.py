@@ -105,7 +105,7 @@ def stub_captioner(cells):
         batch = len(images)
         return decode_result([ids] * batch, np.stack([attention] * batch))
 
-    captioner._search = lambda beam, length_penalty: search
+    captioner._search = lambda beam, length_penalty, stopping="early": search
     return captioner
 
 
