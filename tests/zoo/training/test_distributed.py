@@ -182,11 +182,11 @@ def test_multi_worker_trains_together_and_only_the_chief_writes(tmp_path, monkey
 def test_mixed_precision_trains_with_a_finite_falling_loss(tmp_path, precision):
     # float16 runs under Keras' LossScaleOptimizer (dynamic loss scaling).
     out = training.train(
-        "rnnsearch_small", tmp_path / "run", train_size=64, epochs=3, batch_size=16,
+        "rnnsearch_small", tmp_path / "run", train_size=48, epochs=2, batch_size=16,
         verbose=0, evaluate_test=False, mixed_precision=precision,
     )
     losses = [float(line.split(",")[1]) for line in (out / runs.HISTORY).read_text().splitlines()[1:]]
-    assert len(losses) == 3 and np.isfinite(losses).all(), losses
+    assert len(losses) == 2 and np.isfinite(losses).all(), losses
     assert losses[-1] < losses[0], losses
     metrics = runs.read_json(out / runs.METRICS)
     assert metrics["precision"] == runs.read_json(out / runs.CONFIG)["precision"] == f"mixed_{precision}"
