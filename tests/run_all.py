@@ -29,6 +29,18 @@ RUNS = {
 }
 # pytest's exit code when a selection (e.g. -k) matches no test in one backend.
 NO_TESTS_COLLECTED = 5
+# One thread per kernel in every run: five processes share CI's two cores,
+# and threaded kernels there mostly wait on each other (the suite ran about
+# a tenth faster this way; docs/performance.md). TensorFlow keeps its
+# inter-op threads, which the distribution tests' collectives need. A value
+# already in the environment wins.
+ONE_THREAD_PER_KERNEL = {
+    "OMP_NUM_THREADS": "1",
+    "TF_NUM_INTRAOP_THREADS": "1",
+    "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
+}
+# How many of each run's slowest tests the summary names.
+SLOWEST_SHOWN = 8
 
 
 def jax_compilation_cache(folder):
@@ -48,7 +60,8 @@ def jax_compilation_cache(folder):
 def start_run(name, extra_args, report, log, jax_cache):
     """Starts the pytest run `name` of RUNS; its output goes to the file `log`."""
     backend, run_args, run_env = RUNS[name]
-    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2", **run_env)
+    env = dict(ONE_THREAD_PER_KERNEL)
+    env.update(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2", **run_env)
     if backend == "jax":
         env.update(jax_compilation_cache(jax_cache))
     command = [
@@ -68,6 +81,18 @@ def count_results(report):
     tests, skipped = int(suite.get("tests")), int(suite.get("skipped"))
     failed = int(suite.get("failures")) + int(suite.get("errors"))
     return tests - failed - skipped, failed, skipped
+
+
+def slowest_tests(report, count=SLOWEST_SHOWN):
+    """[(seconds, test id)] of the `count` slowest tests in a JUnit XML report."""
+    if not Path(report).exists():
+        return []
+    cases = ElementTree.parse(report).getroot().iter("testcase")
+    timed = [
+        (float(case.get("time", 0)), f"{case.get('classname')}::{case.get('name')}")
+        for case in cases
+    ]
+    return sorted(timed, reverse=True)[:count]
 
 
 def main(argv):
@@ -100,6 +125,11 @@ def main(argv):
                 )
             time.sleep(1)
         counts = [count_results(runs[name][2]) for name in RUNS]
+        # So that a test that grew slow is seen where the suite's time goes.
+        for name in RUNS:
+            print(f"\n===== {name}: slowest tests")
+            for seconds, test in slowest_tests(runs[name][2]):
+                print(f"{seconds:8.1f} s  {test}")
     failed = [n for n, code in results.items() if code not in (0, NO_TESTS_COLLECTED)]
     if all(code == NO_TESTS_COLLECTED for code in results.values()):
         failed = list(RUNS)
