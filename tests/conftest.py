@@ -13,10 +13,18 @@ def pytest_report_header(config):
 
 
 LAYER_TESTS = Path(__file__).parent / "layers"
+# tests/run_all.py sets it in every run but one, so that the tests marked
+# `backend_independent` run once per suite; a run of your own runs them all.
+SKIP_BACKEND_INDEPENDENT = "ZOO_TEST_SKIP_BACKEND_INDEPENDENT"
 
 
 def pytest_collection_modifyitems(config, items):
     _keep_this_share(config, items)
+    if os.environ.get(SKIP_BACKEND_INDEPENDENT):
+        once = pytest.mark.skip(reason="backend-independent: runs once per suite, in another run")
+        for item in items:
+            if "backend_independent" in item.keywords:
+                item.add_marker(once)
     if keras.backend.backend() == "tensorflow":
         return
     skip = pytest.mark.skip(reason="TensorFlow-only; runs in the tensorflow process")

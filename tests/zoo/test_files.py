@@ -5,6 +5,8 @@ import pytest
 from zoo import files
 from zoo.errors import ZooUserError
 
+pytestmark = pytest.mark.backend_independent
+
 
 def test_a_file_is_replaced_whole_and_no_temporary_is_left(tmp_path):
     path = tmp_path / "a.json"

@@ -9,6 +9,8 @@ import pytest
 
 from zoo.quiet_import import is_startup_noise
 
+pytestmark = pytest.mark.backend_independent
+
 # Lines as TensorFlow's libraries print them on a machine without a GPU.
 NOISE = (
     "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",

@@ -344,7 +344,6 @@ def command_train(args):
 
 
 def command_average(args):
-    check_run_directory(args.run_dir)  # before Keras loads: a quick, quiet error
     from zoo.training import averaging
 
     path, names = averaging.average_run(args.run_dir, args.last, args.out)
@@ -374,7 +373,6 @@ def evaluate_captioner(captioner, args):
 def command_evaluate(args):
     import zoo
 
-    check_run_directory(args.run_dir)  # before TensorFlow loads: a quick, quiet error
     run = zoo.load(args.run_dir)
     EVALUATIONS[task_for(run.config)](run, args)
 
@@ -411,7 +409,6 @@ def open_run(args, command):
     import zoo
     from zoo.evaluation import plots
 
-    check_run_directory(args.run_dir)
     run = zoo.load(args.run_dir)
     task = task_for(run.config)
     if task.command != command:
@@ -459,7 +456,6 @@ def command_caption(args):
 
 
 def command_export(args):
-    check_run_directory(args.run_dir)  # before TensorFlow loads: a quick, quiet error
     out = args.out or os.path.join(args.run_dir, "export", args.format)
     if args.format == "onnx":
         from zoo.export import onnx_export
@@ -561,6 +557,10 @@ def main(argv=None):
         with _warnings_to_stderr(args.command), extras.missing_modules_as_user_errors():
             if needs_tensorflow_extra(args):
                 extras.require()  # before a run directory or any output is made
+            if getattr(args, "run_dir", None) is not None:
+                # Every command that takes one: a quick, quiet error before
+                # TensorFlow and the backend load.
+                check_run_directory(args.run_dir)
             if imports_tensorflow(args):
                 import_quietly("tensorflow")  # first, so that its start-up lines are held back
             COMMANDS[args.command](args)

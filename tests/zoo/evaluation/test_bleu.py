@@ -1,6 +1,6 @@
 """zoo.evaluation.bleu: corpus BLEU, BLEU by source length, and the comparison table.
 
-Pure Python (sacrebleu), so it runs in every backend's process.
+Pure Python (sacrebleu), so the suite runs it once, not per backend.
 """
 
 import numpy as np
@@ -12,6 +12,8 @@ from zoo.evaluation.bleu import LengthBucket
 from zoo.evaluation.bleu import bleu_by_length
 from zoo.evaluation.bleu import corpus_bleu
 from zoo.evaluation.bleu import format_bleu_table
+
+pytestmark = pytest.mark.backend_independent
 
 HYPOTHESES = [
     "the cat sat on the mat",

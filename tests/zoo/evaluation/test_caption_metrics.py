@@ -1,6 +1,6 @@
 """zoo.evaluation.caption_metrics: BLEU-1..4, CIDEr-D and METEOR.
 
-Pure Python and NumPy, so it runs in every backend's process.
+Pure Python and NumPy, so the suite runs it once, not per backend.
 """
 
 import shutil
@@ -15,6 +15,8 @@ from zoo.evaluation.caption_metrics import caption_bleu
 from zoo.evaluation.caption_metrics import caption_scores
 from zoo.evaluation.caption_metrics import cider_d
 from zoo.evaluation.caption_metrics import meteor
+
+pytestmark = pytest.mark.backend_independent
 
 REFERENCES = [
     [

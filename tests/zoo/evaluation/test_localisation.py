@@ -1,6 +1,6 @@
 """zoo.evaluation.localisation: where the decoder looked, against the objects' boxes.
 
-Pure Python and NumPy, so it runs in every backend's process.
+Pure Python and NumPy, so the suite runs it once, not per backend.
 """
 
 import dataclasses
@@ -11,6 +11,8 @@ import pytest
 from zoo.evaluation.localisation import WordLocalisation
 from zoo.evaluation.localisation import attention_localisation
 from zoo.evaluation.localisation import word_localisation
+
+pytestmark = pytest.mark.backend_independent
 
 
 @dataclasses.dataclass(frozen=True)

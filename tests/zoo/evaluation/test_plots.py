@@ -1,6 +1,6 @@
 """zoo.evaluation.plots: the alignment heat map PNG and the caption attention figure.
 
-Pure matplotlib and numpy, so it runs in every backend's process.
+Pure matplotlib and numpy, so the suite runs it once, not per backend.
 """
 
 import matplotlib
@@ -10,6 +10,8 @@ import pytest
 
 from zoo.evaluation.plots import plot_alignment
 from zoo.evaluation.plots import plot_caption_attention
+
+pytestmark = pytest.mark.backend_independent
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

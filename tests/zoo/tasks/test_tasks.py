@@ -12,6 +12,8 @@ from zoo.tasks import TRANSLATION
 from zoo.tasks import check_run_directory
 from zoo.tasks import task_for
 
+pytestmark = pytest.mark.backend_independent
+
 
 def test_every_preset_has_the_task_of_its_recipe():
     for name in registry.presets():
