@@ -13,6 +13,7 @@ def pytest_report_header(config):
 
 
 LAYER_TESTS = Path(__file__).parent / "layers"
+TRAINING_TESTS = Path(__file__).parent / "zoo" / "training"
 # tests/run_all.py sets it in every run but one, so that the tests marked
 # `backend_independent` run once per suite; a run of your own runs them all.
 SKIP_BACKEND_INDEPENDENT = "ZOO_TEST_SKIP_BACKEND_INDEPENDENT"
@@ -33,18 +34,27 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+# ZOO_TEST_SHARE -> (folder, whether to keep the tests under it or the rest):
+# tests/run_all.py splits a long run in two with it, so that no run goes on
+# alone on one core long after the others.
+SHARES = {
+    "layers": (LAYER_TESTS, True),
+    "others": (LAYER_TESTS, False),
+    "training": (TRAINING_TESTS, True),
+    "not-training": (TRAINING_TESTS, False),
+}
+
+
 def _keep_this_share(config, items):
-    """`ZOO_TEST_SHARE=layers` keeps the tests under tests/layers, `=others`
-    the rest: tests/run_all.py runs one backend's suite as two processes
-    so that it does not finish alone on one core, long after the others."""
+    """Keeps the share of `items` that ZOO_TEST_SHARE names (SHARES)."""
     share = os.environ.get("ZOO_TEST_SHARE")
     if not share:
         return
-    if share not in ("layers", "others"):
-        raise pytest.UsageError(f"ZOO_TEST_SHARE must be 'layers' or 'others'; received {share!r}")
-    wanted = share == "layers"
-    keep = [item for item in items if (LAYER_TESTS in Path(item.path).parents) == wanted]
-    dropped = [item for item in items if (LAYER_TESTS in Path(item.path).parents) != wanted]
+    if share not in SHARES:
+        raise pytest.UsageError(f"ZOO_TEST_SHARE must be one of {sorted(SHARES)}; received {share!r}")
+    folder, inside = SHARES[share]
+    keep = [item for item in items if (folder in Path(item.path).parents) == inside]
+    dropped = [item for item in items if (folder in Path(item.path).parents) != inside]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep

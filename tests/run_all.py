@@ -1,10 +1,10 @@
 """The test command: the whole suite on every Keras backend.
 
-Runs pytest in five processes side by side (a Keras process has one
+Runs pytest in six processes side by side (a Keras process has one
 backend for its whole life): the backend-agnostic tests on tensorflow, jax
 (its layer tests and the others in two processes) and torch, and the
-TensorFlow-only tests (marker `tensorflow_only`) in a tensorflow process of
-their own. Extra arguments are passed to every pytest run, e.g.
+TensorFlow-only tests (marker `tensorflow_only`) in two tensorflow
+processes of their own (tests/zoo/training and the rest). Extra arguments are passed to every pytest run, e.g.
 `python tests/run_all.py -k additive`. Exits non-zero if any run fails.
 """
 
@@ -17,28 +17,27 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 # name -> (KERAS_BACKEND, pytest arguments, environment). The TensorFlow-only
-# tests are the longest share of the tensorflow process, and the layer tests
-# half of the jax one (jax compiles every eager op anew), so each gets a
-# process of its own, which the cores pick up when the shorter runs end.
+# tests are the longest share of the tensorflow process (their training
+# half, tests/zoo/training, as long as the rest), and the layer tests half of
+# the jax one (jax compiles every eager op anew), so each gets a process of
+# its own, which the cores pick up when the shorter runs end.
 # The tests marked `backend_independent` run only in the torch run, which
 # ends first (tests/conftest.py skips them where ONCE is set).
 ONCE = {"ZOO_TEST_SKIP_BACKEND_INDEPENDENT": "1"}
 RUNS = {
     "tensorflow": ("tensorflow", ["-m", "not tensorflow_only"], ONCE),
-    "tensorflow-only": ("tensorflow", ["-m", "tensorflow_only"], ONCE),
+    "tensorflow-only": ("tensorflow", ["-m", "tensorflow_only"], {"ZOO_TEST_SHARE": "not-training", **ONCE}),
+    "tensorflow-training": ("tensorflow", ["-m", "tensorflow_only"], {"ZOO_TEST_SHARE": "training", **ONCE}),
     "jax-layers": ("jax", [], {"ZOO_TEST_SHARE": "layers", **ONCE}),
     "jax-others": ("jax", [], {"ZOO_TEST_SHARE": "others", **ONCE}),
     "torch": ("torch", [], {}),
 }
 # pytest's exit code when a selection (e.g. -k) matches no test in one backend.
 NO_TESTS_COLLECTED = 5
-# One thread per kernel in the tensorflow and jax runs: five processes share
-# CI's two cores, and threaded kernels there mostly wait on each other (the
-# suite ran about a tenth faster this way; docs/performance.md). TensorFlow
-# keeps its inter-op threads, which the distribution tests' collectives
-# need. The torch run keeps torch's threads: its training tests were tuned
-# with them and miss their bars with one. A value already in the
-# environment wins.
+# One thread per kernel in every run: six processes share CI's two cores,
+# and threaded kernels there mostly wait on each other (docs/performance.md).
+# TensorFlow keeps its inter-op threads, which the distribution tests'
+# collectives need. A value already in the environment wins.
 ONE_THREAD_PER_KERNEL = {
     "OMP_NUM_THREADS": "1",
     "TF_NUM_INTRAOP_THREADS": "1",
@@ -65,7 +64,7 @@ def jax_compilation_cache(folder):
 def start_run(name, extra_args, report, log, jax_cache):
     """Starts the pytest run `name` of RUNS; its output goes to the file `log`."""
     backend, run_args, run_env = RUNS[name]
-    env = dict(ONE_THREAD_PER_KERNEL) if backend != "torch" else {}
+    env = dict(ONE_THREAD_PER_KERNEL)
     env.update(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2", **run_env)
     if backend == "jax":
         env.update(jax_compilation_cache(jax_cache))
