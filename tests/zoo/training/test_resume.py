@@ -1,4 +1,5 @@
-"""Checkpoints and resuming: a killed training restarts where it stopped."""
+"""Checkpoints and resuming: a killed training restarts where it stopped;
+and a training repeated with the same settings ends with the same weights."""
 
 import json
 import os
@@ -107,6 +108,19 @@ def checkpoint_names(out):
 def uninterrupted_weights(tmp_path_factory):
     out = training.train("rnnsearch_small", tmp_path_factory.mktemp("whole") / "run", **KILLABLE)
     return zoo.load(out).model.get_weights()
+
+
+def test_a_training_repeated_in_the_same_process_ends_bit_for_bit_alike(
+    tmp_path, uninterrupted_weights
+):
+    # The fixture's training moved every global random state of this process
+    # (Python's, NumPy's, TensorFlow's, Keras' seed generator), so only the
+    # run's own seeding makes the weights, the dropout masks and the batch
+    # order come out the same again, as the two runs of `make demo` need.
+    out = training.train("rnnsearch_small", tmp_path / "run", **KILLABLE)
+    repeated = zoo.load(out).model.get_weights()
+    for expected, actual in zip(uninterrupted_weights, repeated, strict=True):
+        np.testing.assert_array_equal(actual, expected)
 
 
 @pytest.mark.parametrize(
