@@ -4,8 +4,9 @@ Runs pytest in six processes side by side (a Keras process has one
 backend for its whole life): the backend-agnostic tests on tensorflow, jax
 (its layer tests and the others in two processes) and torch, and the
 TensorFlow-only tests (marker `tensorflow_only`) in two tensorflow
-processes of their own (tests/zoo/training and the rest). Extra arguments are passed to every pytest run, e.g.
-`python tests/run_all.py -k additive`. Exits non-zero if any run fails.
+processes of their own (tests/zoo/training and the rest). Extra arguments
+are passed to every pytest run, e.g. `python tests/run_all.py -k additive`.
+Exits non-zero if any run fails.
 """
 
 import os
