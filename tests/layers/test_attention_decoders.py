@@ -1,17 +1,11 @@
 """BahdanauDecoder and LuongDecoder: the formulas, both ways of running them, and
 the layer contract."""
 
-import os
-import subprocess
-import sys
-import textwrap
-
 import keras
 import numpy as np
 import pytest
 from layer_checks import check_config_round_trip
 from layer_checks import check_layer
-from layer_checks import run_docstring_examples
 from layer_checks import to_numpy
 from numpy_reference import additive_attention
 from numpy_reference import attentional_state
@@ -27,8 +21,6 @@ from zoo.layers import LocalAttention
 from zoo.layers import LuongAttention
 from zoo.layers import LuongDecoder
 from zoo.layers import SpatialSoftAttention
-from zoo.layers import bahdanau_decoder
-from zoo.layers import luong_decoder
 
 BATCH, STEPS, SOURCE, INPUT_DIM, MEMORY_DIM, UNITS = 2, 4, 5, 3, 6, 4
 MEMORY_MASK = lengths_to_mask([5, 3], SOURCE)
@@ -337,42 +329,3 @@ def test_a_wrong_initial_state_names_the_sizes():
     decoder = DECODERS["luong_lstm_general_feeding"]()
     with pytest.raises(ValueError, match="initial_state"):
         decoder(inputs, memory[..., :UNITS], initial_state=[np.zeros((BATCH, UNITS), "float32")])
-
-
-# The docstring examples, and the user script they make --------------------------
-
-def test_luong_docstring_examples_run():
-    run_docstring_examples(luong_decoder)
-
-
-def test_bahdanau_docstring_examples_run_and_the_translator_reloads_in_a_fresh_process(tmp_path):
-    """A user's script: the docstring's Functional translator, trained with
-    `fit`, saved to .keras; a new process on the same backend loads it in
-    safe mode and predicts the same logits."""
-    namespace = run_docstring_examples(bahdanau_decoder)
-    model, x = namespace["model"], namespace["x"]
-    assert any(isinstance(layer, BahdanauDecoder) for layer in model.layers)
-    expected = model.predict([x, x], verbose=0)
-    path = tmp_path / "translator.keras"
-    model.save(path)
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "expected.npy", expected)
-    program = textwrap.dedent(
-        f"""
-        import keras, numpy as np
-        import zoo.layers
-        x = np.load({str(tmp_path / "x.npy")!r})
-        model = keras.saving.load_model({str(tmp_path / "translator.keras")!r}, safe_mode=True)
-        np.testing.assert_allclose(
-            model.predict([x, x], verbose=0), np.load({str(tmp_path / "expected.npy")!r}),
-            rtol=1e-5, atol=1e-5)
-        print("same predictions on", keras.backend.backend())
-        """
-    )
-    backend = keras.backend.backend()
-    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run(
-        [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert f"same predictions on {backend}" in result.stdout

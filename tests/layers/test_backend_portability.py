@@ -11,6 +11,7 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
+from layer_checks import run_docstring_examples
 from layer_checks import to_numpy
 from numpy_reference import lengths_to_mask
 from tiny_configs import TINY
@@ -192,8 +193,19 @@ def portable_model():
     return keras.Model([query, value, value_mask], outputs)
 
 
+def docstring_translator():
+    """The Functional translator of BahdanauDecoder's docstring, trained with
+    `fit` as a user who copies it would; and its input."""
+    namespace = run_docstring_examples(zoo.layers.bahdanau_decoder)
+    model, x = namespace["model"], namespace["x"]
+    assert any(isinstance(layer, zoo.layers.BahdanauDecoder) for layer in model.layers)
+    return model, [x, x]
+
+
 def test_weights_saved_on_one_backend_load_on_the_next(tmp_path):
-    """Saved here, loaded by the next backend in the cycle tf -> jax -> torch -> tf."""
+    """Saved here, loaded in safe mode by a fresh process of the next backend
+    in the cycle tf -> jax -> torch -> tf: a model of every attention layer,
+    and the docstring's translator, a user's script."""
     here = keras.backend.backend()
     there = BACKENDS[(BACKENDS.index(here) + 1) % len(BACKENDS)]
     rng = np.random.default_rng(0)
@@ -202,22 +214,35 @@ def test_weights_saved_on_one_backend_load_on_the_next(tmp_path):
         "value": rng.normal(size=(2, 5, 6)).astype("float32"),
         "value_mask": lengths_to_mask([5, 3], 5),
     }
-    model = portable_model()
-    outputs = [to_numpy(x) for x in model([inputs["query"], inputs["value"], inputs["value_mask"]])]
-    model.save(tmp_path / "model.keras")
-    np.savez(tmp_path / "io.npz", *outputs, **inputs)
+    models = {
+        "layers": (portable_model(), [inputs["query"], inputs["value"], inputs["value_mask"]]),
+        "translator": docstring_translator(),
+    }
+    for name, (model, model_inputs) in models.items():
+        outputs = model(model_inputs)
+        outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+        model.save(tmp_path / f"{name}.keras")
+        arrays = {f"input_{i}": x for i, x in enumerate(model_inputs)}
+        arrays.update({f"output_{i}": to_numpy(x) for i, x in enumerate(outputs)})
+        np.savez(tmp_path / f"{name}.npz", **arrays)
     output = run_python(
         f"""
         import keras, numpy as np
         import zoo.layers
-        data = np.load({str(tmp_path / "io.npz")!r})
-        model = keras.saving.load_model({str(tmp_path / "model.keras")!r}, safe_mode=True)
-        outputs = model([data["query"], data["value"], data["value_mask"]])
-        for i, output in enumerate(outputs):
-            np.testing.assert_allclose(
-                keras.ops.convert_to_numpy(output), data[f"arr_{{i}}"], rtol=1e-5, atol=1e-5)
-        print("compared", len(outputs), "outputs on", keras.backend.backend())
+        for name in {list(models)!r}:
+            data = np.load(f"{tmp_path}/{{name}}.npz")
+            model = keras.saving.load_model(f"{tmp_path}/{{name}}.keras", safe_mode=True)
+            inputs = [data[key] for key in data.files if key.startswith("input_")]
+            expected = [data[key] for key in data.files if key.startswith("output_")]
+            outputs = model(inputs)
+            outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+            assert len(outputs) == len(expected)
+            for output, want in zip(outputs, expected):
+                np.testing.assert_allclose(
+                    keras.ops.convert_to_numpy(output), want, rtol=1e-5, atol=1e-5)
+            print("compared", len(outputs), "outputs of", name, "on", keras.backend.backend())
         """,
         there,
     )
-    assert f"compared {len(outputs)} outputs on {there}" in output
+    assert f"compared 4 outputs of layers on {there}" in output
+    assert f"compared 1 outputs of translator on {there}" in output

@@ -474,24 +474,28 @@ def test_decode_to_lists_cuts_at_eos():
     assert decode_to_lists(tokens[0]) == [5, 6]
 
 
-@pytest.mark.parametrize("coverage_penalty", [0.0, 0.2])
-def test_search_compiles_as_the_translator_compiles_it(coverage_penalty):
-    """Greedy and beam search compiled as `zoo.Translator` compiles them
-    (`compile_inference`: tf.function with relaxed shapes, jax.jit, eager
-    torch) and as a serving signature traces them (unknown batch and source
-    length), with the default step limit computed from the source length,
-    on two batches of different widths: each gives the eager result."""
+def test_search_compiles_as_the_translator_compiles_it():
+    """Greedy and beam search (with and without the coverage penalty)
+    compiled as `zoo.Translator` compiles them (`compile_inference`:
+    tf.function with relaxed shapes, jax.jit, eager torch) and as a serving
+    signature traces them (unknown batch and source length), with the
+    default step limit computed from the source length, on two batches of
+    different widths: each gives the eager result."""
     from zoo.inference.search_cache import compile_inference
 
     model = ToyTranslator(random_params(seed=4))
 
     def search(source):
         greedy = greedy_search(model, source)
-        beam = beam_search(model, source, 2, length_penalty=0.6, coverage_penalty=coverage_penalty)
-        return (
-            greedy.tokens, greedy.attention, beam.tokens, beam.penalized_scores,
-            beam.attention, beam.beam_tokens,
-        )
+        results = [greedy.tokens, greedy.attention]
+        # One graph for both penalties: tracing and compiling it is the
+        # test's cost.
+        for coverage_penalty in (0.0, 0.2):
+            beam = beam_search(
+                model, source, 2, length_penalty=0.6, coverage_penalty=coverage_penalty
+            )
+            results += [beam.tokens, beam.penalized_scores, beam.attention, beam.beam_tokens]
+        return results
 
     compiled = [compile_inference(search)]
     if keras.backend.backend() == "tensorflow":
@@ -500,10 +504,13 @@ def test_search_compiles_as_the_translator_compiles_it(coverage_penalty):
         signature = [tf.TensorSpec([None, None], tf.int32)]
         compiled.append(tf.function(search, input_signature=signature))
     batches = [padded(SOURCES), padded([[5, 1, 6, 2, 8, 4, 7, 3], [6], [7, 7, 1], [2, 4]])]
+    expected = [[ops.convert_to_numpy(x) for x in search(source)] for source in batches]
     for function in compiled:
-        for source in batches:
-            for eager, graph in zip(search(source), function(source)):
-                graph, eager = ops.convert_to_numpy(graph), ops.convert_to_numpy(eager)
+        for source, eager_results in zip(batches, expected, strict=True):
+            graph_results = function(source)
+            assert len(graph_results) == len(eager_results)
+            for eager, graph in zip(eager_results, graph_results):
+                graph = ops.convert_to_numpy(graph)
                 assert graph.shape == eager.shape
                 np.testing.assert_allclose(graph, eager, atol=1e-6)
     # The step limit follows each batch's width: ceil(1.5 * S) + 10.
