@@ -71,6 +71,13 @@ class Translation:
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
+def _padded(width, limit=None):
+    """`width` rounded up to a multiple of `SOURCE_WIDTH_MULTIPLE`, but no
+    more than `limit` (a model's positional table may hold no more)."""
+    width = -(-width // SOURCE_WIDTH_MULTIPLE) * SOURCE_WIDTH_MULTIPLE
+    return min(width, limit) if limit else width
+
+
 def split_sentences(text):
     """`text` split after each ". ! ?" that white space follows."""
     return [part for part in _SENTENCE_END.split(text.strip()) if part]
@@ -165,7 +172,7 @@ class Translator(SearchCache):
         `n_best` holds, per row, up to `n_best` `(tokens, score,
         penalized_score)` of the beam, best first (None when not asked)."""
         longest = max(len(s) for s in source_ids)
-        width = -(-longest // SOURCE_WIDTH_MULTIPLE) * SOURCE_WIDTH_MULTIPLE
+        width = _padded(longest)
         source = np.zeros((len(source_ids), width), "int32")
         for row, ids in enumerate(source_ids):
             source[row, : len(ids)] = ids
@@ -364,10 +371,8 @@ class Translator(SearchCache):
         for start in range(0, len(pairs), batch_size):
             rows = order[start : start + batch_size]
             batch = [(sources[i], targets[i]) for i in rows]
-            width = max([1] + [len(ids) for (ids, _), _ in batch])
-            width = -(-width // SOURCE_WIDTH_MULTIPLE) * SOURCE_WIDTH_MULTIPLE
-            length = max([1] + [len(ids) for _, (ids, _) in batch])
-            length = -(-length // SOURCE_WIDTH_MULTIPLE) * SOURCE_WIDTH_MULTIPLE
+            width = _padded(max([1] + [len(ids) for (ids, _), _ in batch]), source_limit)
+            length = _padded(max([1] + [len(ids) for _, (ids, _) in batch]), target_limit)
             source = np.full((len(batch), width), self.model.pad_id, "int32")
             target_in = np.full((len(batch), length), self.model.pad_id, "int32")
             for row, ((source_ids, _), (target_ids, _)) in enumerate(batch):

@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+from keras import ops
 
 from cli_checks import assert_one_line_error
 from cli_checks import run_cli
@@ -171,12 +172,10 @@ class PointingModel:
     pad_id, bos_id, eos_id = 0, 2, 3
 
     def attention_weights(self, inputs):
+        # keras.ops: the translator compiles this like a model's.
         source, target_in = inputs["source"], inputs["target_in"]
-        lengths = (source != self.pad_id).sum(axis=1)
-        attention = np.zeros((*target_in.shape, source.shape[1]), "float32")
-        for row, tokens in enumerate(target_in):
-            attention[row, np.arange(len(tokens)), tokens % lengths[row]] = 1.0
-        return attention
+        lengths = ops.sum(ops.cast(ops.not_equal(source, self.pad_id), "int32"), axis=1)
+        return ops.one_hot(target_in % lengths[:, None], ops.shape(source)[1])
 
 
 def test_each_row_reads_the_reference_before_it(loaded, test_set):
@@ -194,3 +193,22 @@ def test_each_row_reads_the_reference_before_it(loaded, test_set):
             for token, word in zip(target_in, target_words)
         }
         assert links == sorted(expected)
+
+
+class NoAttentionModel(PointingModel):
+    """Attention all zeros, as RNNencdec's."""
+
+    def attention_weights(self, inputs):
+        return 0.0 * super().attention_weights(inputs)
+
+
+def test_a_model_without_attention_has_no_alignment_scores(loaded, test_set):
+    from zoo.tasks.translation import alignment_metrics
+
+    translator = type(loaded)(
+        NoAttentionModel(), loaded.source_tokenizer, loaded.target_tokenizer, loaded.config
+    )
+    golds = [parse_gold(line) for _, _, line in test_set]
+    scores = translator.alignment_scores([(s, t) for s, t, _ in test_set], golds)
+    assert scores.links == 0 and scores.aer == 1.0
+    assert alignment_metrics(scores) == {}
