@@ -69,6 +69,11 @@ with "queen", five words back, not with "bird" just before it; in the
 "because" clause "degeko" moved to the end and agrees with the masculine
 "student" (do), not with the feminine "fish" (una) next to it. The lexicon
 is `TARGET_LEXICON` (206 target words).
+
+Since the generator knows which source word each target word translates,
+it can give every pair's gold word alignment too (`with_alignments=True`),
+against which `zoo evaluate` scores a model's attention (alignment error
+rate); the pairs are the same with or without it.
 """
 
 from __future__ import annotations
