@@ -183,7 +183,9 @@ def build_parser():
         "--out", help="write the averaged weights to this .weights.h5 file, leaving the run as it is"
     )
 
-    evaluate = commands.add_parser("evaluate", help="BLEU (and caption metrics) of a trained run")
+    evaluate = commands.add_parser(
+        "evaluate", help="BLEU and attention AER (or caption metrics) of a trained run"
+    )
     evaluate.add_argument("run_dir", help="a run directory written by `zoo train`")
     evaluate.add_argument(
         "--data",
