@@ -152,6 +152,13 @@ class RNNEncDec(Seq2SeqRecipe):
         features = ops.concatenate([outputs, embedded, summary], axis=-1)
         return self.output_logits(features, training=training)
 
+    def attention_weights(self, inputs):
+        """All zeros `[B, T, S]`, as the attention of `decode_step`: the
+        model has no attention, so no alignment to plot or score."""
+        source, target_in = inputs["source"], inputs["target_in"]
+        shape = (ops.shape(target_in)[0], ops.shape(target_in)[1], ops.shape(source)[1])
+        return ops.zeros(shape, self.compute_dtype)
+
     def output_logits(self, features, training=None):
         readout = self.output_dropout(self.readout(features), training=training)
         return self.output_projection(readout)

@@ -43,6 +43,26 @@ def train_keeping_the_model(out, preset, *options):
     return out, held["model"], held["weights"]
 
 
+def untrained_rnnsearch_run(out, vocabulary_size, **training_overrides):
+    """A complete, untrained, tiny `rnnsearch_small` run at `out`, with
+    WordPiece vocabularies learned from 300 synthetic pairs."""
+    from zoo import data
+    from zoo.data.tokenizer import TextTokenizer
+    from zoo.training import loop as training
+
+    pairs = data.synthetic_splits(300, 0, 0)["train"]
+    return training.write_untrained_run(
+        out,
+        "rnnsearch_small",
+        TextTokenizer.train([t for _, t in pairs], vocabulary_size),
+        TextTokenizer.train([s for s, _ in pairs], vocabulary_size),
+        model_overrides={
+            "embedding_dim": 6, "hidden_dim": 8, "attention_units": 5, "maxout_units": 4
+        },
+        training_overrides=training_overrides,
+    )
+
+
 def options_reaching_training(capsys, monkeypatch, *argv):
     """Runs `zoo ARGV` (a `train` command) with `training.train` replaced by
     a recorder; returns the keyword options it received."""

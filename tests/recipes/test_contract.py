@@ -28,6 +28,7 @@ from tiny_configs import SOURCE
 from tiny_configs import TARGET_IN
 from tiny_configs import TINY
 from tiny_configs import VOCABULARY
+from tiny_configs import inputs
 from tiny_configs import is_captioning
 from tiny_configs import source_of
 from tiny_configs import tiny_model
@@ -46,6 +47,9 @@ def test_every_preset_holds_the_contract(preset_name):
     else:
         assert attention.shape == (2, TARGET_IN.shape[1], SOURCE.shape[1])
         assert np.all(attention[1, :, 3:] == 0), "attention on padding"
+    # The teacher-forced alignment (plots, AER) is the one decoding attends with.
+    teacher_forced = ops.convert_to_numpy(model.attention_weights(inputs(preset_name)))
+    np.testing.assert_allclose(teacher_forced, attention, atol=1e-5)
 
 
 # Broken recipes ----------------------------------------------------------------

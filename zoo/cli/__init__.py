@@ -7,7 +7,8 @@
               [--shared-vocabulary]
               (resumes DIR when it holds an unfinished run)
     zoo average DIR --last N [--out FILE]
-    zoo evaluate DIR [--data SPEC] [--beam K] [--beam-stop early|exact] [--progress]
+    zoo evaluate DIR [--data SPEC] [--gold-alignments FILE] [--beam K] [--beam-stop early|exact]
+                 [--progress]
     zoo translate DIR "a sentence" [--beam K] [--beam-stop early|exact] [--plot out.png]
     zoo translate DIR --input FILE|- [--output FILE] [--n-best K] [--alignments FILE]
     zoo caption DIR image.png [--beam K] [--beam-stop early|exact] [--plot out.png]
@@ -182,12 +183,21 @@ def build_parser():
         "--out", help="write the averaged weights to this .weights.h5 file, leaving the run as it is"
     )
 
-    evaluate = commands.add_parser("evaluate", help="BLEU (and caption metrics) of a trained run")
+    evaluate = commands.add_parser(
+        "evaluate", help="BLEU and attention AER (or caption metrics) of a trained run"
+    )
     evaluate.add_argument("run_dir", help="a run directory written by `zoo train`")
     evaluate.add_argument(
         "--data",
         help="test data ('SOURCE,TARGET' files or TSV; for captioning 'CAPTIONS,IMAGE_DIR[,SPLIT]'); "
         "default: the run's synthetic test set",
+    )
+    evaluate.add_argument(
+        "--gold-alignments",
+        metavar="FILE",
+        help="translation: gold word alignments of the test pairs, Pharaoh format, one line per "
+        "pair ('i-j' sure, 'i?j' possible; 0-based space-separated words), to score the "
+        "attention's alignment error rate (default: the synthetic corpus's own; none for --data)",
     )
     evaluate.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
     evaluate.add_argument("--length-penalty", type=non_negative_float, default=0.6)
@@ -353,6 +363,8 @@ def command_average(args):
 def evaluate_captioner(captioner, args):
     from zoo.cli import progress
 
+    if args.gold_alignments:
+        raise UserError("--gold-alignments scores a translation run's attention, not captions")
     examples = CAPTIONING.test_examples(captioner.config, args.data)[: args.limit]
     with progress.shown(args.progress, len(examples), unit="images") as counter:
         result = captioner.evaluate(
@@ -381,8 +393,10 @@ def evaluate_translator(translator, args):
     from zoo.evaluation import bleu as evaluation
 
     from zoo.cli import progress
+    from zoo.tasks.translation import alignment_metrics
 
-    pairs = TRANSLATION.test_examples(translator.config, args.data)[: args.limit]
+    pairs, golds = TRANSLATION.test_alignments(translator.config, args.data, args.gold_alignments)
+    pairs = pairs[: args.limit]
     with progress.shown(args.progress, len(pairs)) as counter:
         result = translator.evaluate(
             pairs,
@@ -396,6 +410,21 @@ def evaluate_translator(translator, args):
     print()
     print("cased BLEU by source length (words):")
     print(evaluation.format_bleu_table({translator.config["preset"]: result["by_length"]}))
+    if golds is None:
+        return
+    scores = translator.alignment_scores(pairs, golds[: args.limit])
+    metrics = alignment_metrics(scores)
+    print()
+    if not metrics:
+        print("attention alignment: none (the model's attention is all zero)")
+        return
+    print(
+        f"attention alignment, peak per target word with the reference fed in "
+        f"({scores.links} links; gold {scores.sure} sure, {scores.possible} possible):"
+    )
+    print(f"  AER:       {metrics['aer']:.2f}")
+    print(f"  precision: {metrics['alignment_precision']:.2f}")
+    print(f"  recall:    {metrics['alignment_recall']:.2f}")
 
 
 # What `zoo evaluate` prints for a run of each task.

@@ -69,6 +69,11 @@ with "queen", five words back, not with "bird" just before it; in the
 "because" clause "degeko" moved to the end and agrees with the masculine
 "student" (do), not with the feminine "fish" (una) next to it. The lexicon
 is `TARGET_LEXICON` (206 target words).
+
+Since the generator knows which source word each target word translates,
+it can give every pair's gold word alignment too (`with_alignments=True`),
+against which `zoo evaluate` scores a model's attention (alignment error
+rate); the pairs are the same with or without it.
 """
 
 from __future__ import annotations
@@ -400,44 +405,55 @@ def _grow_sentence(rng, length):
 # --- rendering ---------------------------------------------------------------
 
 
+# Each renderer gives `(word, key)` pairs: a key names the phrase-structure
+# slot the word fills, and a target word has the key of the source word it
+# translates, which is how the gold alignment is known.
+
+
 def _source_np(np):
-    words = [np.determiner, *np.adjectives, np.noun]
+    words = [(np.determiner, (id(np), "determiner"))]
+    words += [(a, (id(np), "adjective", a)) for a in np.adjectives]
+    words.append((np.noun, (id(np), "noun")))
     if np.attachment is not None:
         preposition, inner = np.attachment
-        words += [preposition, *_source_np(inner)]
+        words += [(preposition, (id(np), "preposition")), *_source_np(inner)]
     return words
 
 
 def _source_clause(clause):
-    words = _source_np(clause.subject) + [clause.verb]
+    words = _source_np(clause.subject) + [(clause.verb, (id(clause), "verb"))]
     if clause.obj is not None:
         words += _source_np(clause.obj)
-    for preposition, np in clause.phrases:
-        words += [preposition, *_source_np(np)]
+    for i, (preposition, np) in enumerate(clause.phrases):
+        words += [(preposition, (id(clause), "phrase", i)), *_source_np(np)]
     if clause.subordinate is not None:
         conjunction, sub = clause.subordinate
-        words += [conjunction, *_source_clause(sub)]
+        words += [(conjunction, (id(clause), "conjunction")), *_source_clause(sub)]
     return words
 
 
 def _target_np(np, lexicon):
     gender = lexicon.genders[np.noun]
-    words = [lexicon.determiners[np.determiner][gender], lexicon.nouns[np.noun]]
-    words += [lexicon.adjectives[a] for a in reversed(np.adjectives)]
+    words = [
+        (lexicon.determiners[np.determiner][gender], (id(np), "determiner")),
+        (lexicon.nouns[np.noun], (id(np), "noun")),
+    ]
+    words += [(lexicon.adjectives[a], (id(np), "adjective", a)) for a in reversed(np.adjectives)]
     if np.attachment is not None:
         preposition, inner = np.attachment
-        words += [lexicon.function_words[preposition]]
+        words += [(lexicon.function_words[preposition], (id(np), "preposition"))]
         words += _target_np(inner, lexicon)
     return words
 
 
 def _target_clause(clause, lexicon):
     verb = lexicon.verbs[clause.verb][lexicon.genders[clause.subject.noun]]
+    verb = (verb, (id(clause), "verb"))
     middle = []
     if clause.obj is not None:
         middle += _target_np(clause.obj, lexicon)
-    for preposition, np in clause.phrases:
-        middle += [lexicon.function_words[preposition]]
+    for i, (preposition, np) in enumerate(clause.phrases):
+        middle += [(lexicon.function_words[preposition], (id(clause), "phrase", i))]
         middle += _target_np(np, lexicon)
     subject = _target_np(clause.subject, lexicon)
     if clause.is_subordinate:
@@ -446,24 +462,51 @@ def _target_clause(clause, lexicon):
         words = subject + [verb] + middle
     if clause.subordinate is not None:
         conjunction, sub = clause.subordinate
-        words += [lexicon.function_words[conjunction]]
+        words += [(lexicon.function_words[conjunction], (id(clause), "conjunction"))]
         words += _target_clause(sub, lexicon)
     return words
 
 
-def _render_source(main_clauses):
+def _source_words(main_clauses):
     words = []
     for i, clause in enumerate(main_clauses):
-        words += (["and"] if i else []) + _source_clause(clause)
-    return " ".join(words) + "."
+        words += ([("and", ("and", i))] if i else []) + _source_clause(clause)
+    return words
+
+
+def _target_words(main_clauses, lexicon=TARGET_LEXICON):
+    words = []
+    for i, clause in enumerate(main_clauses):
+        conjunction = [(lexicon.function_words["and"], ("and", i))] if i else []
+        words += conjunction + _target_clause(clause, lexicon)
+    return words
+
+
+def _sentence(words):
+    return " ".join(word for word, _ in words) + "."
+
+
+def _render_source(main_clauses):
+    return _sentence(_source_words(main_clauses))
 
 
 def _render_target(main_clauses, lexicon=TARGET_LEXICON):
-    words = []
-    for i, clause in enumerate(main_clauses):
-        conjunction = [lexicon.function_words["and"]] if i else []
-        words += conjunction + _target_clause(clause, lexicon)
-    return " ".join(words) + "."
+    return _sentence(_target_words(main_clauses, lexicon))
+
+
+def _gold_alignment(main_clauses):
+    """The pair's word alignment as a Pharaoh gold line (see
+    `synthetic_corpus`): a sure link from each source word to its
+    translation, and a possible link between the two last words, which
+    share the final period, when they are not already linked."""
+    source = {key: i for i, (_, key) in enumerate(_source_words(main_clauses))}
+    target = [key for _, key in _target_words(main_clauses)]
+    sure = sorted((source[key], j) for j, key in enumerate(target))
+    last = (len(source) - 1, len(target) - 1)
+    links = [f"{i}-{j}" for i, j in sure]
+    if last not in sure:
+        links.append(f"{last[0]}?{last[1]}")
+    return " ".join(links)
 
 
 def _check_lengths(min_length, max_length):
@@ -479,8 +522,9 @@ def _check_lengths(min_length, max_length):
         )
 
 
-def _generate(rng, size, min_length, max_length, exclude=None):
-    """`size` pairs; with `exclude` (a set), no source in it or repeated."""
+def _generate(rng, size, min_length, max_length, exclude=None, with_alignments=False):
+    """`size` pairs; with `exclude` (a set), no source in it or repeated;
+    `with_alignments`: each with its gold alignment (no draw of its own)."""
     pairs = []
     rejected = 0
     while len(pairs) < size:
@@ -497,11 +541,14 @@ def _generate(rng, size, min_length, max_length, exclude=None):
                     )
                 continue
             exclude.add(source)
-        pairs.append((source, _render_target(main_clauses)))
+        pair = (source, _render_target(main_clauses))
+        if with_alignments:
+            pair += (_gold_alignment(main_clauses),)
+        pairs.append(pair)
     return pairs
 
 
-def synthetic_corpus(size, seed=0, min_length=5, max_length=60):
+def synthetic_corpus(size, seed=0, min_length=5, max_length=60, with_alignments=False):
     """Generate `size` sentence pairs of the synthetic corpus.
 
     Args:
@@ -511,26 +558,47 @@ def synthetic_corpus(size, seed=0, min_length=5, max_length=60):
         min_length, max_length: the range of source lengths in words (the
             final period is attached to the last word and not counted);
             lengths are drawn uniformly from it. `min_length >= 3`.
+        with_alignments: bool, also give each pair's gold word alignment.
+            The pairs are the same either way.
 
     Returns:
         A list of `(source, target)` pairs of str: lowercase words separated
         by single spaces, ending with ".". See the module docstring for the
-        grammar.
+        grammar. With `with_alignments`, `(source, target, alignment)`
+        triples: `alignment` is a gold line in Pharaoh format over the
+        space-separated words of both sides (the final period belongs to
+        the last word), as `zoo.evaluation.alignment.parse_gold` reads it.
+        Each target word has one sure link `i-j`, to the source word it
+        translates (an inflected verb to its verb, a determiner to its
+        determiner); the two last words, which share the period, have a
+        possible link `i?j` unless they are translations of each other.
 
     Example:
 
     >>> pairs = synthetic_corpus(1000, seed=0)
     >>> source, target = pairs[0]
+    >>> [(source, target, alignment)] = synthetic_corpus(
+    ...     1, seed=2, min_length=4, max_length=6, with_alignments=True)
+    >>> source, target
+    ('a ship watches a sad road.', 'une tigik rosebe una sufud lisul.')
+    >>> alignment  # "sad" (4) is "lisul" (5); "road." (5) is "sufud" (4)
+    '0-0 1-1 2-2 3-3 4-5 5-4 5?5'
     """
     if not isinstance(size, int) or size < 0:
         raise ValueError(f"size must be an int >= 0; received {size!r}.")
     _check_lengths(min_length, max_length)
     rng = random.Random(f"zoo.data.synthetic:{seed}")
-    return _generate(rng, size, min_length, max_length)
+    return _generate(rng, size, min_length, max_length, with_alignments=with_alignments)
 
 
 def synthetic_splits(
-    train_size, valid_size, test_size, seed=0, min_length=5, max_length=60
+    train_size,
+    valid_size,
+    test_size,
+    seed=0,
+    min_length=5,
+    max_length=60,
+    with_alignments=False,
 ):
     """Train, validation and test splits of the synthetic corpus.
 
@@ -542,11 +610,11 @@ def synthetic_splits(
     Args:
         train_size, valid_size, test_size: ints >= 0, the number of pairs.
         seed: int (or str), the corpus seed.
-        min_length, max_length: as in `synthetic_corpus`.
+        min_length, max_length, with_alignments: as in `synthetic_corpus`.
 
     Returns:
         `{"train": [...], "valid": [...], "test": [...]}`, lists of
-        `(source, target)` pairs.
+        `(source, target)` pairs (triples with `with_alignments`).
     """
     sizes = {"train": train_size, "valid": valid_size, "test": test_size}
     for name, size in sizes.items():
@@ -559,8 +627,8 @@ def synthetic_splits(
         rng = random.Random(f"zoo.data.synthetic:{seed}:{name}")
         if name == "train":
             # Train keeps its repeats, as a natural corpus does.
-            splits[name] = _generate(rng, size, min_length, max_length)
-            seen |= {source for source, _ in splits[name]}
+            splits[name] = _generate(rng, size, min_length, max_length, None, with_alignments)
+            seen |= {pair[0] for pair in splits[name]}
         else:
-            splits[name] = _generate(rng, size, min_length, max_length, exclude=seen)
+            splits[name] = _generate(rng, size, min_length, max_length, seen, with_alignments)
     return splits

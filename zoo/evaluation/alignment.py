@@ -8,8 +8,18 @@ over subword pieces, so its piece alignment is mapped to words here:
 of the zoo's tokenizers, and `word_alignment` links each target word's
 pieces to the source word of their attention peak.
 
+How right the links are is scored against a gold alignment by the
+alignment error rate of Och and Ney (2003), `alignment_error_rate`. Gold
+lines are read by `parse_gold` in the convention of the RWTH and WPT gold
+sets: `i-j` is a sure link and `i?j` a possible one (a link annotators
+allow but do not require); every sure link is also possible. A gold file
+with only `i-j` links has possible links = sure links.
+
 Pure Python and NumPy: no tensorflow, jax or torch.
 """
+
+import dataclasses
+import re
 
 import numpy as np
 
@@ -99,16 +109,37 @@ def word_alignment(attention, source_pieces, target_pieces, non_words=NON_WORD_P
             f"`attention` must have shape [target pieces, source pieces] = {expected}. "
             f"Received shape {attention.shape}."
         )
-    source_words = piece_words(source_pieces, non_words)
-    target_words = piece_words(target_pieces, non_words)
+    return peak_links(
+        attention, piece_words(source_pieces, non_words), piece_words(target_pieces, non_words)
+    )
+
+
+def peak_links(attention, source_words, target_words):
+    """Word links from a piece attention matrix, given each piece's word.
+
+    Each target piece with a word is linked to the word of the source piece
+    its attention peaks on, among the source pieces with a word. A target
+    piece whose attention over those pieces is all zero (a model without
+    attention, such as RNNencdec) links nothing.
+
+    Args:
+        attention: float array `[len(target_words), len(source_words)]`.
+        source_words, target_words: the word index (int) of each piece, or
+            None for a piece that is no word (see `piece_words`).
+
+    Returns:
+        A sorted list of distinct `(source_word, target_word)` int pairs.
+    """
+    attention = np.asarray(attention, dtype="float64")
     usable = np.array([word is not None for word in source_words], dtype=bool)
     if not usable.any():
         return []
     # Special source pieces (EOS) take attention too; they are no word to link to.
     masked = np.where(usable[None, :], attention, -np.inf)
+    attended = np.where(usable[None, :], attention, 0.0).any(axis=1)
     links = set()
     for target_piece, target_word in enumerate(target_words):
-        if target_word is None:
+        if target_word is None or not attended[target_piece]:
             continue
         links.add((source_words[int(np.argmax(masked[target_piece]))], target_word))
     return sorted(links)
@@ -119,14 +150,134 @@ def format_pharaoh(links):
     return " ".join(f"{source}-{target}" for source, target in links)
 
 
+# One Pharaoh link: source index, "-" (sure) or "?" (possible), target index.
+_LINK = re.compile(r"(\d+)([-?])(\d+)")
+
+
+def _parse_links(line):
+    """`(source, target, kind)` of each link of a Pharaoh line; a ValueError
+    naming the first item that is not `i-j` or `i?j`."""
+    links = []
+    for item in line.split():
+        match = _LINK.fullmatch(item)
+        if match is None:
+            raise ValueError(
+                f"{item!r} is not a Pharaoh link 'i-j' (sure) or 'i?j' (possible), "
+                "i and j 0-based word indices"
+            )
+        links.append((int(match[1]), int(match[3]), match[2]))
+    return links
+
+
 def parse_pharaoh(line):
     """`"0-0 1-2"` -> `[(0, 0), (1, 2)]`: the inverse of `format_pharaoh`.
 
     Accepts the `i?j` possible links that some gold alignments write with
-    `?` instead of `-` (returned as links like any other).
+    `?` instead of `-` (returned as links like any other); `parse_gold`
+    tells them apart. A ValueError names an item that is no link.
     """
-    links = []
-    for item in line.split():
-        source, _, target = item.replace("?", "-").partition("-")
-        links.append((int(source), int(target)))
-    return links
+    return [(source, target) for source, target, _ in _parse_links(line)]
+
+
+@dataclasses.dataclass(frozen=True)
+class GoldAlignment:
+    """The gold alignment of one sentence pair.
+
+    Attributes:
+        sure: frozenset of `(source_word, target_word)` links, S.
+        possible: frozenset of links, P; it holds every sure link (S ⊆ P).
+    """
+
+    sure: frozenset
+    possible: frozenset
+
+
+def parse_gold(line):
+    """A gold Pharaoh line -> `GoldAlignment`: `i-j` sure, `i?j` possible.
+
+    Example:
+
+    >>> gold = parse_gold("0-0 1?2 1-1")
+    >>> sorted(gold.sure), sorted(gold.possible)
+    ([(0, 0), (1, 1)], [(0, 0), (1, 1), (1, 2)])
+    """
+    links = _parse_links(line)
+    sure = frozenset((i, j) for i, j, kind in links if kind == "-")
+    return GoldAlignment(sure, sure | {(i, j) for i, j, _ in links})
+
+
+def read_gold(lines, name="gold alignments"):
+    """`GoldAlignment`s of Pharaoh lines (an iterable of str, e.g. a file
+    open for reading); a bad line raises a one-line ValueError naming
+    `name` and the line number."""
+    golds = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            golds.append(parse_gold(line))
+        except ValueError as error:
+            raise ValueError(f"{name}: line {number}: {error}") from None
+    return golds
+
+
+@dataclasses.dataclass(frozen=True)
+class AlignmentScores:
+    """Corpus-level scores of an alignment A against gold S ⊆ P.
+
+    Attributes:
+        aer: `1 - (|A∩S| + |A∩P|) / (|A| + |S|)` (0 when A and S are empty).
+        precision: `|A∩P| / |A|` (0 when A is empty).
+        recall: `|A∩S| / |S|` (0 when S is empty).
+        links, sure, possible: |A|, |S| and |P|, summed over the sentences.
+    """
+
+    aer: float
+    precision: float
+    recall: float
+    links: int
+    sure: int
+    possible: int
+
+
+def alignment_error_rate(alignments, golds):
+    """Och and Ney's (2003) alignment error rate, with precision and recall.
+
+    The counts |A|, |S|, |P|, |A∩S| and |A∩P| are summed over the corpus
+    before the ratios are taken, as the gold-standard evaluations do.
+
+    Args:
+        alignments: one list of `(source_word, target_word)` links per
+            sentence pair (A).
+        golds: one `GoldAlignment` per sentence pair.
+
+    Returns:
+        An `AlignmentScores`.
+
+    Example:
+
+    >>> gold = parse_gold("0-0 1-1 2?1")
+    >>> scores = alignment_error_rate([[(0, 0), (2, 1)]], [gold])
+    >>> round(scores.aer, 4), scores.precision, scores.recall
+    (0.25, 1.0, 0.5)
+    """
+    alignments, golds = list(alignments), list(golds)
+    if len(alignments) != len(golds):
+        raise ValueError(
+            f"{len(alignments)} alignments for {len(golds)} gold alignments: "
+            "one each per sentence pair"
+        )
+    links = sure = possible = hit_sure = hit_possible = 0
+    for alignment, gold in zip(alignments, golds):
+        alignment = set(alignment)
+        links += len(alignment)
+        sure += len(gold.sure)
+        possible += len(gold.possible)
+        hit_sure += len(alignment & gold.sure)
+        hit_possible += len(alignment & gold.possible)
+    return AlignmentScores(
+        aer=1.0 - (hit_sure + hit_possible) / (links + sure) if links + sure else 0.0,
+        precision=hit_possible / links if links else 0.0,
+        recall=hit_sure / sure if sure else 0.0,
+        links=links,
+        sure=sure,
+        possible=possible,
+    )

@@ -6,8 +6,10 @@ from dataclasses import dataclass
 import keras
 import numpy as np
 
+from zoo.evaluation import alignment as word_alignment
 from zoo.evaluation import bleu as evaluation
 from zoo.inference.search_cache import SearchCache
+from zoo.inference.search_cache import compile_inference
 from zoo.recipes import decoding
 
 # A batch's sources are padded to a multiple of this width, so that a
@@ -67,6 +69,13 @@ class Translation:
 
 # Where a long input is split: after ". ! ?" followed by white space.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _padded(width, limit=None):
+    """`width` rounded up to a multiple of `SOURCE_WIDTH_MULTIPLE`, but no
+    more than `limit` (a model's positional table may hold no more)."""
+    width = -(-width // SOURCE_WIDTH_MULTIPLE) * SOURCE_WIDTH_MULTIPLE
+    return min(width, limit) if limit else width
 
 
 def split_sentences(text):
@@ -129,6 +138,7 @@ class Translator(SearchCache):
         self.target_tokenizer = target_tokenizer
         self.config = config or {}
         self._searches = {}
+        self._teacher_forced_attention = None
 
     @property
     def max_source_length(self):
@@ -162,7 +172,7 @@ class Translator(SearchCache):
         `n_best` holds, per row, up to `n_best` `(tokens, score,
         penalized_score)` of the beam, best first (None when not asked)."""
         longest = max(len(s) for s in source_ids)
-        width = -(-longest // SOURCE_WIDTH_MULTIPLE) * SOURCE_WIDTH_MULTIPLE
+        width = _padded(longest)
         source = np.zeros((len(source_ids), width), "int32")
         for row, ids in enumerate(source_ids):
             source[row, : len(ids)] = ids
@@ -300,3 +310,91 @@ class Translator(SearchCache):
             "by_length": evaluation.bleu_by_length(sources, hypotheses, references),
             "hypotheses": hypotheses,
         }
+
+    def _pieces_by_word(self, tokenizer, sentences, limit):
+        """`(ids, word of each piece)` of each sentence, encoded word by word
+        (its space-separated words) and cut after `limit` pieces, so that
+        each piece's word is known whatever the tokenizer splits."""
+        words = [sentence.split() for sentence in sentences]
+        flat = tokenizer.encode([word for sentence in words for word in sentence])
+        encoded, start = [], 0
+        for sentence in words:
+            ids, owners = [], []
+            for k, word_ids in enumerate(flat[start : start + len(sentence)]):
+                ids += word_ids
+                owners += [k] * len(word_ids)
+            start += len(sentence)
+            encoded.append((ids[:limit], owners[:limit]))
+        return encoded
+
+    def attention_alignments(self, pairs, batch_size=64):
+        """The word alignment of each `(source, target)` pair by the model's
+        attention, with the target fed in (teacher forcing).
+
+        Each target word is linked to the source word of its pieces'
+        attention peak (`zoo.evaluation.alignment.peak_links`); words are
+        the space-separated words of each side, the units gold alignments
+        in Pharaoh format count. Pieces after the run's `max_length` (on
+        either side) are not read, so they link nothing. The attention is
+        the model's `attention_weights`: for the Transformer the last
+        decoder layer's cross-attention averaged over its heads.
+
+        Args:
+            pairs: a list of `(source, target)` str pairs (more items, such
+                as a gold alignment, are ignored).
+            batch_size: pairs run at once.
+
+        Returns:
+            A list of sorted `(source_word, target_word)` link lists.
+        """
+        limits = [self.max_source_length, getattr(self.model, "max_source_length", None)]
+        source_limit = min([limit for limit in limits if limit] or [None])
+        limits = [self.max_source_length, getattr(self.model, "max_target_length", None)]
+        target_limit = min([limit for limit in limits if limit] or [None])
+        sources = self._pieces_by_word(
+            self.source_tokenizer, [pair[0] for pair in pairs], source_limit
+        )
+        targets = self._pieces_by_word(
+            self.target_tokenizer, [pair[1] for pair in pairs], target_limit
+        )
+        if self._teacher_forced_attention is None:
+            model = self.model
+            self._teacher_forced_attention = compile_inference(
+                lambda source, target_in: model.attention_weights(
+                    {"source": source, "target_in": target_in}
+                )
+            )
+        # Batches of similar length pad little; the widths are rounded up so
+        # that the compiled function is traced for few shapes.
+        order = np.argsort([len(ids) for ids, _ in targets], kind="stable")
+        alignments = [None] * len(pairs)
+        for start in range(0, len(pairs), batch_size):
+            rows = order[start : start + batch_size]
+            batch = [(sources[i], targets[i]) for i in rows]
+            width = _padded(max([1] + [len(ids) for (ids, _), _ in batch]), source_limit)
+            length = _padded(max([1] + [len(ids) for _, (ids, _) in batch]), target_limit)
+            source = np.full((len(batch), width), self.model.pad_id, "int32")
+            target_in = np.full((len(batch), length), self.model.pad_id, "int32")
+            for row, ((source_ids, _), (target_ids, _)) in enumerate(batch):
+                # An empty source is read as a lone EOS, as `translate` reads it.
+                source[row, : max(1, len(source_ids))] = source_ids or [self.model.eos_id]
+                target_in[row, 0] = self.model.bos_id
+                target_in[row, 1 : len(target_ids)] = target_ids[:-1]
+            attention = keras.ops.convert_to_numpy(
+                self._teacher_forced_attention(source, target_in)
+            )
+            for k, ((_, source_words), (_, target_words)) in enumerate(batch):
+                alignments[rows[k]] = word_alignment.peak_links(
+                    attention[k, : len(target_words), : len(source_words)],
+                    source_words,
+                    target_words,
+                )
+        return alignments
+
+    def alignment_scores(self, pairs, golds, batch_size=64):
+        """The alignment error rate (Och and Ney 2003), precision and recall
+        of `attention_alignments(pairs)` against `golds` (one
+        `zoo.evaluation.alignment.GoldAlignment` per pair): an
+        `AlignmentScores`."""
+        alignments = self.attention_alignments(pairs, batch_size=batch_size)
+        return word_alignment.alignment_error_rate(alignments, golds)

@@ -1,6 +1,10 @@
-"""Translation: text in, text out, scored with BLEU."""
+"""Translation: text in, text out, scored with BLEU, and its attention
+scored by the alignment error rate against gold word alignments."""
 
 import functools
+from pathlib import Path
+
+from zoo.errors import ZooUserError
 
 from zoo.tasks.base import Task
 from zoo.tasks.base import TaskData
@@ -20,6 +24,52 @@ class Translation(Task):
 
         sizes = (training["train_size"], training["valid_size"], training["test_size"])
         return data.synthetic_splits(*sizes, seed=training.get("seed", 0))
+
+    def synthetic_test_alignments(self, training):
+        """The synthetic test split as `(pairs, golds)`: its (source,
+        target) pairs and their gold `GoldAlignment`s."""
+        from zoo import data
+        from zoo.evaluation import alignment
+
+        sizes = (training["train_size"], training["valid_size"], training["test_size"])
+        test = data.synthetic_splits(*sizes, seed=training.get("seed", 0), with_alignments=True)
+        pairs = [(source, target) for source, target, _ in test["test"]]
+        return pairs, [alignment.parse_gold(line) for _, _, line in test["test"]]
+
+    def test_alignments(self, config, data_spec=None, gold_path=None):
+        """The test pairs `zoo evaluate` scores and their gold alignments:
+        `(pairs, golds)`, `golds` a list of `GoldAlignment` or None.
+
+        The gold is `gold_path` (Pharaoh format, one line per test pair of
+        `data_spec`, or of the synthetic test set), else, for the synthetic
+        test set, the corpus's own; a real corpus without `gold_path` has
+        none. A gold file that cannot be read or does not match the test set
+        line for line is a `ZooUserError`.
+        """
+        from zoo.evaluation import alignment
+
+        if data_spec or gold_path:
+            pairs = self.test_examples(config, data_spec)
+        if gold_path is None:
+            if data_spec:
+                return pairs, None
+            return self.synthetic_test_alignments(config["training"])
+        path = Path(gold_path)
+        if not path.is_file():
+            raise ZooUserError(f"--gold-alignments {gold_path!r} does not exist or is not a file")
+        try:
+            with open(path, encoding="utf-8") as lines:
+                golds = alignment.read_gold(lines, name=f"--gold-alignments {gold_path!r}")
+        except UnicodeDecodeError as error:
+            raise ZooUserError(f"--gold-alignments {gold_path!r} is not UTF-8: {error}") from None
+        except ValueError as error:
+            raise ZooUserError(str(error)) from None
+        if len(golds) != len(pairs):
+            raise ZooUserError(
+                f"--gold-alignments {gold_path!r} has {len(golds)} lines for "
+                f"{len(pairs)} test pairs: it needs one line per pair, in order"
+            )
+        return pairs, golds
 
     def read_examples(self, data_spec):
         """The (source, target) pairs of a corpus spec (`zoo.data.read_corpus`)."""
@@ -86,11 +136,16 @@ class Translation(Task):
 
         def evaluate(model, config):
             result = translator(model, config).evaluate(test_pairs)
-            return {
+            metrics = {
                 f"test_{name}{part}": getattr(result[name], field)
                 for name in ("bleu", "bleu_lowercased")
                 for part, field in (("", "score"), ("_signature", "signature"))
             }
+            if training["data"] == "synthetic":
+                _, golds = self.synthetic_test_alignments(training)
+                scores = translator(model, config).alignment_scores(test_pairs, golds)
+                metrics.update(alignment_metrics(scores, prefix="test_"))
+            return metrics
 
         def validate(model, config):
             return translator(model, config).evaluate(valid_pairs)["bleu"].score
@@ -109,3 +164,15 @@ class Translation(Task):
 
 
 TRANSLATION = Translation()
+
+
+def alignment_metrics(scores, prefix=""):
+    """The metrics.json entries of an `AlignmentScores`, in percent like
+    BLEU; none when the model linked nothing (it has no attention)."""
+    if scores is None or scores.links == 0:
+        return {}
+    return {
+        f"{prefix}aer": 100 * scores.aer,
+        f"{prefix}alignment_precision": 100 * scores.precision,
+        f"{prefix}alignment_recall": 100 * scores.recall,
+    }

@@ -74,6 +74,13 @@ def test_evaluate_prints_caption_metrics_and_localisation(capsys, caption_run):
         assert name in out, name
 
 
+def test_gold_alignments_for_a_captioning_run_is_one_line(capsys, caption_run, tmp_path):
+    gold = tmp_path / "gold.txt"
+    gold.write_text("0-0\n")
+    code, _, err = run_cli(capsys, "evaluate", str(caption_run), "--gold-alignments", str(gold))
+    assert_one_line_error(code, err, "--gold-alignments", "translation")
+
+
 def test_reloaded_run_captions_like_the_trained_model(trained, scene):
     out, model, weights = trained
     reloaded = zoo.load(out)

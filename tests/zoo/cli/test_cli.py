@@ -107,6 +107,9 @@ def test_train_writes_a_complete_run_directory(tiny_run):
     assert "case:mixed" in metrics["test_bleu_signature"]
     assert "case:lc" in metrics["test_bleu_lowercased_signature"]
     assert 0 <= metrics["test_bleu"] <= metrics["test_bleu_lowercased"] <= 100
+    # And its gold word alignments: the attention's AER, precision and recall.
+    for name in ("test_aer", "test_alignment_precision", "test_alignment_recall"):
+        assert 0 <= metrics[name] <= 100, name
 
 
 @pytest.mark.tensorflow_only

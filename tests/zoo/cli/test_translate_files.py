@@ -17,15 +17,14 @@ import pytest
 
 from cli_checks import assert_one_line_error
 from cli_checks import run_cli
+from cli_checks import untrained_rnnsearch_run
 
 import zoo
-from zoo import data
 from zoo.cli import progress
 from zoo.data.tokenizer import TextTokenizer
 from zoo.evaluation import alignment
 from zoo.inference.translator import Translator
 from zoo.recipes.contract import EOS_ID
-from zoo.training import loop as training
 
 pytestmark = pytest.mark.tensorflow_only
 
@@ -60,14 +59,8 @@ class EchoTranslator(Translator):
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """A complete, untrained, tiny run reading at most LIMIT source pieces."""
-    pairs = data.synthetic_splits(300, 0, 0)["train"]
-    return training.write_untrained_run(
-        tmp_path_factory.mktemp("runs") / "rnnsearch",
-        "rnnsearch_small",
-        TextTokenizer.train([t for _, t in pairs], 200),
-        TextTokenizer.train([s for s, _ in pairs], 200),
-        model_overrides={"embedding_dim": 6, "hidden_dim": 8, "attention_units": 5, "maxout_units": 4},
-        training_overrides={"max_length": LIMIT},
+    return untrained_rnnsearch_run(
+        tmp_path_factory.mktemp("runs") / "rnnsearch", 200, max_length=LIMIT
     )
 
 
