@@ -25,14 +25,16 @@ CUMPROD_FLOOR = 1e-10
 def safe_cumprod(x):
     """The exclusive cumulative product of `x` in (0, 1] over the last axis.
 
-    Computed as `exp(cumsum(log(x)))`, with `x` clipped to the smallest
-    positive normal float32, as the paper's numerically stable variant:
-    `ops.cumprod` and its gradient break down on factors of 0 (its gradient
-    divides by them). Exclusive: the first entry is 1, the j-th the product
-    of the entries before j; Keras has no exclusive cumulative ops, so the
-    log-cumsum is shifted by one.
+    Computed as `exp(cumsum(log(x)))`, with `x` floored at the smallest
+    positive normal float32, the paper's numerically stable variant: its
+    gradient never divides by a factor, whatever the backend's cumprod
+    gradient does with factors of 0. Floored, not clipped to [tiny, 1]: a
+    factor of exactly 1 (p = 0) sits on a clip's upper bound, where JAX
+    halves the gradient. Exclusive: the first entry is 1, the j-th the
+    product of the entries before j; Keras has no exclusive cumulative ops,
+    so the log-cumsum is shifted by one.
     """
-    logs = ops.cumsum(ops.log(ops.clip(x, float(np.finfo("float32").tiny), 1.0)), axis=-1)
+    logs = ops.cumsum(ops.log(ops.maximum(x, float(np.finfo("float32").tiny))), axis=-1)
     shifted = ops.concatenate([ops.zeros_like(logs[..., :1]), logs[..., :-1]], axis=-1)
     return ops.exp(shifted)
 
@@ -64,8 +66,10 @@ def monotonic_alignment(p_choose, previous_alignment, mode):
         no_stop_before = ops.cast(ops.cumsum(stops, axis=-1) - stops == 0, "float32")
         return stops * no_stop_before
     not_stopped = safe_cumprod(1.0 - p_choose)
+    # A floor, not a clip to [floor, 1]: the product is 1 up to the first
+    # p > 0, on a clip's upper bound, where JAX halves the gradient.
     carried = ops.cumsum(
-        previous_alignment / ops.clip(not_stopped, CUMPROD_FLOOR, 1.0), axis=-1
+        previous_alignment / ops.maximum(not_stopped, CUMPROD_FLOOR), axis=-1
     )
     return p_choose * not_stopped * carried
 

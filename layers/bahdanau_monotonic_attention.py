@@ -23,7 +23,11 @@ class BahdanauMonotonicAttention(MonotonicAttentionMixin, AdditiveAttention):
       `alpha_ij = p_ij prod_{k<j}(1 - p_ik) sum_{k<=j} alpha_{i-1,k} / prod_{l<k}(1 - p_il)`,
       for all positions at once with cumulative sums and a cumulative
       product taken in log space (`exp(cumsum(log(1 - p)))`, clipped), the
-      paper's numerically stable form. Its rows sum to at most one.
+      paper's numerically stable form. Its rows sum to at most one. The
+      closed form divides by `prod_{l<k}(1 - p_il)`, floored at 1e-10 as in
+      TensorFlow Addons, so previous-step mass that lies after a position
+      where the step has already stopped with near certainty (that product
+      below 1e-10) is dropped rather than carried on.
     - `mode="hard"` (decoding): `alpha_i` is one-hot at the first position
       at or after step i - 1's whose energy is positive (`p > 0.5`), or all
       zeros when there is none (and then at every later step).
