@@ -9,7 +9,9 @@ from numpy_reference import monotonic_attention
 from numpy_reference import monotonic_expected_alignment
 from numpy_reference import random_inputs
 
+from zoo.layers import BahdanauDecoder
 from zoo.layers import BahdanauMonotonicAttention
+from zoo.layers import LuongDecoder
 from zoo.layers import LuongMonotonicAttention
 from zoo.layers._monotonic import monotonic_alignment
 
@@ -265,3 +267,51 @@ def test_bad_call_arguments_are_named():
         layer(query, value, previous_alignment=np.ones((2, 4), "float32"))
     with pytest.raises(ValueError, match="mode"):
         layer(query, value, mode="soft")
+
+
+@pytest.mark.parametrize(
+    "decoder_class, kind, mode",
+    [(BahdanauDecoder, "bahdanau", "parallel"), (LuongDecoder, "luong", "hard")],
+)
+def test_decoders_carry_the_alignment_step_to_step(decoder_class, kind, mode):
+    """A decoder with monotonic attention over a whole target equals its
+    steps one at a time, each step's attention starts from the previous
+    step's alignment (the state's last entry), and hard attention never
+    moves back."""
+    rng = np.random.default_rng(4)
+    targets = rng.normal(size=(3, 4, 3)).astype("float32")
+    memory = rng.normal(size=(3, 6, 4)).astype("float32")
+    memory_mask = lengths_to_mask([6, 3, 0], 6)
+    extra = {} if decoder_class is BahdanauDecoder else {"input_feeding": False}
+    decoder = decoder_class(keras.layers.GRUCell(4), make(kind, mode=mode), **extra)
+    outputs, attention, state = decoder(
+        targets, memory, memory_mask=memory_mask, return_attention=True, return_state=True
+    )
+    assert decoder.carries_alignment
+    with pytest.raises(ValueError, match="memory_length"):
+        decoder.get_initial_state(3)
+    states = decoder.get_initial_state(3, 6)
+    for t in range(4):
+        before = states
+        output, states, alpha = decoder.step(targets[:, t], before, memory, memory_mask=memory_mask)
+        # Bahdanau attends from s_{t-1}, Luong from h_t (a GRU's state is its output).
+        query = before[0] if decoder_class is BahdanauDecoder else states[0]
+        _, expected = decoder.attention(
+            query, memory, value_mask=memory_mask, previous_alignment=before[-1],
+            return_attention_scores=True,
+        )
+        np.testing.assert_allclose(to_numpy(alpha), to_numpy(expected), atol=1e-6)
+        np.testing.assert_allclose(to_numpy(alpha), to_numpy(attention)[:, t], atol=1e-5)
+        np.testing.assert_allclose(to_numpy(output), to_numpy(outputs)[:, t], atol=1e-5)
+        np.testing.assert_array_equal(to_numpy(states[-1]), to_numpy(alpha))
+    alignment = to_numpy(states[-1])
+    np.testing.assert_allclose(to_numpy(state[-1]), alignment, atol=1e-6)
+    attention = to_numpy(attention)
+    assert np.all(attention[2] == 0) and np.any(attention[:2, 1:] > 0)
+    if mode == "hard":
+        attended = attention.sum(-1) > 0
+        positions = attention.argmax(-1)
+        for row, keep in zip(positions, attended):
+            assert np.all(np.diff(row[keep]) >= 0)
+    with pytest.raises(ValueError, match="previous alignment"):
+        decoder.step(targets[:, 0], states[:-1], memory)
