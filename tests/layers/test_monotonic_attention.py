@@ -315,3 +315,41 @@ def test_decoders_carry_the_alignment_step_to_step(decoder_class, kind, mode):
             assert np.all(np.diff(row[keep]) >= 0)
     with pytest.raises(ValueError, match="previous alignment"):
         decoder.step(targets[:, 0], states[:-1], memory)
+
+
+def test_learns_to_copy_and_decodes_hard_and_monotonic():
+    """The issue's property, on the layer: trained with the expected
+    alignment (and pre-sigmoid noise) to copy a random token sequence, hard
+    decoding copies it, one source position per step, never moving back. A
+    query knows only its target position, so the tokens can come only
+    through the attention (as in `zoo.cli.layer_demo`'s reversal)."""
+    vocabulary, length, depth = 12, 6, 16
+    keras.utils.set_random_seed(0)
+    attention = BahdanauMonotonicAttention(units=depth, sigmoid_noise=1.0, sigmoid_noise_seed=0)
+    token_embedding = keras.layers.Embedding(vocabulary, depth)
+    position_embedding = keras.layers.Embedding(length, depth)
+    query_embedding = keras.layers.Embedding(length, depth)
+    readout = keras.layers.Dense(vocabulary)
+
+    def attend(source, **kwargs):
+        positions = keras.ops.zeros_like(source) + keras.ops.arange(length, dtype="int32")
+        memory = token_embedding(source) + position_embedding(positions)
+        return attention(query_embedding(positions), memory, return_attention_scores=True, **kwargs)
+
+    source = keras.Input((length,), dtype="int32")
+    model = keras.Model(source, readout(attend(source)[0]))
+    model.compile(
+        keras.optimizers.Adam(0.02),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, vocabulary, (1000, length)).astype("int32")
+    model.fit(tokens, tokens, batch_size=100, epochs=3, verbose=0)
+
+    test = rng.integers(0, vocabulary, (100, length)).astype("int32")
+    context, alignment = attend(test, mode="hard")
+    copied = to_numpy(readout(context)).argmax(-1)
+    assert (copied == test).mean() > 0.95
+    alignment = to_numpy(alignment)
+    assert np.all(alignment.sum(-1) == 1), "a step attended nowhere"
+    assert np.all(np.diff(alignment.argmax(-1), axis=1) >= 0), "a step attended behind an earlier one"
