@@ -13,6 +13,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from zoo.layers.base_attention import shapes_disagree
+from zoo.layers.base_attention import static_shape
 from zoo.layers.recurrence import run_over_steps
 
 MODES = ("parallel", "hard")
@@ -97,6 +99,13 @@ class MonotonicAttentionMixin:
         score_bias_init=0.0,
         **kwargs,
     ):
+        probability_fn = kwargs.pop("probability_fn", "softmax")
+        if probability_fn != "softmax":
+            raise ValueError(
+                "Monotonic attention turns each energy into a stop probability "
+                "with a sigmoid, so it takes no `probability_fn`. Received: "
+                f"probability_fn={probability_fn!r}"
+            )
         super().__init__(*args, **kwargs)
         self.mode = validate_mode(mode)
         if isinstance(sigmoid_noise, bool) or not (
@@ -148,16 +157,13 @@ class MonotonicAttentionMixin:
     ):
         mode = self.mode if mode is None else validate_mode(mode)
         single_step = len(query.shape) == 2
-        if previous_alignment is not None:
-            expected = (query.shape[0], value.shape[1])
-            shape = tuple(previous_alignment.shape)
-            if len(shape) != 2 or any(
-                a is not None and b is not None and a != b for a, b in zip(shape, expected)
-            ):
-                raise ValueError(
-                    "`previous_alignment` must have shape [batch, Tv], "
-                    f"{list(expected)} here. Received: previous_alignment.shape={shape}"
-                )
+        expected = (query.shape[0], value.shape[1])
+        shape = static_shape(previous_alignment)
+        if shape is not None and shapes_disagree(shape, expected):
+            raise ValueError(
+                "`previous_alignment` must have shape [batch, Tv], "
+                f"{list(expected)} here. Received: previous_alignment.shape={shape}"
+            )
         step_mask = query_mask
         if step_mask is not None and single_step:
             step_mask = ops.expand_dims(step_mask, 1)
@@ -227,6 +233,7 @@ class MonotonicAttentionMixin:
 
     def get_config(self):
         config = super().get_config()
+        del config["probability_fn"]  # always the sigmoid; see `__init__`
         config.update(
             {
                 "mode": self.mode,

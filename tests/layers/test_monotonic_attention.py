@@ -155,6 +155,19 @@ def test_hard_attention_is_one_hot_monotonic_and_streams(kind):
     np.testing.assert_array_equal(to_numpy(again)[full], alignment[full])
 
 
+def test_implicit_keras_masks_are_honoured_and_propagated():
+    token_ids = np.array([[3, 4, 5, 0, 0, 0], [7, 1, 2, 3, 9, 0]])
+    query_ids = np.array([[2, 6, 0, 0], [4, 5, 6, 1]])
+    embedding = keras.layers.Embedding(10, 4, mask_zero=True)
+    layer = make("luong")
+    query, value = embedding(query_ids), embedding(token_ids)
+    implicit = layer(query, value)
+    explicit = layer(query, value, query_mask=query_ids != 0, value_mask=token_ids != 0)
+    np.testing.assert_allclose(to_numpy(implicit), to_numpy(explicit), atol=1e-6)
+    unmasked = layer(query, value, query_mask=np.ones((2, 4), bool), value_mask=np.ones((2, 6), bool))
+    assert not np.allclose(to_numpy(implicit), to_numpy(unmasked), atol=1e-3)
+
+
 def test_noise_only_in_training():
     query, value, value_mask = inputs()
     query = query[:, :1]  # one step: the noise needs no scan over steps
@@ -253,6 +266,7 @@ def test_config_round_trip_keeps_the_monotonic_arguments():
         ({"sigmoid_noise": -1.0}, "sigmoid_noise"),
         ({"sigmoid_noise": True}, "sigmoid_noise"),
         ({"score_bias_init": "minus four"}, "score_bias_init"),
+        ({"probability_fn": "sparsemax"}, "probability_fn"),
     ],
 )
 def test_bad_arguments_are_named(kwargs, message):
