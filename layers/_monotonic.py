@@ -202,7 +202,7 @@ class MonotonicAttentionMixin:
             p_choose = p_choose * ops.cast(ops.expand_dims(value_mask, 1), "float32")
         batch, length = ops.shape(p_choose)[0], ops.shape(p_choose)[2]
         if previous_alignment is None:
-            previous_alignment = ops.one_hot(ops.zeros((batch,), "int32"), length)
+            previous_alignment = self.initial_alignment(batch, length)
         previous_alignment = ops.cast(previous_alignment, "float32")
         dtype = self.compute_dtype
         if query.shape[1] == 1:

@@ -302,6 +302,7 @@ def test_decoders_carry_the_alignment_step_to_step(decoder_class, kind, mode):
         targets, memory, memory_mask=memory_mask, return_attention=True, return_state=True
     )
     assert decoder.carries_alignment
+    assert type(decoder).from_config(decoder.get_config()).carries_alignment
     with pytest.raises(ValueError, match="memory_length"):
         decoder.get_initial_state(3)
     states = decoder.get_initial_state(3, 6)
