@@ -225,6 +225,8 @@ class MonotonicAttentionMixin:
             # where it was for the next step, as a decoder's masked step does.
             return ops.where(keep > 0, new, alignment), (new * keep,)
 
+        # TensorFlow gets the while loop that XLA compiles (`fit`'s default
+        # on a GPU), as the decoders do by default.
         _, (alignments,) = run_over_steps(
             one_step, previous_alignment, steps, (length,), "float32",
             keras.backend.backend() == "tensorflow",
