@@ -95,7 +95,8 @@ class BahdanauMonotonicAttention(MonotonicAttentionMixin, AdditiveAttention):
     ((2, 4, 6), (2, 4, 5))
 
     Hard decoding, one step at a time, the alignment carried along; each
-    step attends to one position (or none), never behind the last:
+    step attends to one position, never behind the last (or to none, from
+    then on: counted as position 5 here):
 
     >>> keys = attention.project_keys(encoder_states)
     >>> alignment = attention.initial_alignment(2, 5)
@@ -105,7 +106,8 @@ class BahdanauMonotonicAttention(MonotonicAttentionMixin, AdditiveAttention):
     ...         decoder_states[:, step], encoder_states, projected_key=keys,
     ...         previous_alignment=alignment, mode="hard",
     ...         return_attention_scores=True)
-    ...     positions.append(keras.ops.convert_to_numpy(alignment).argmax(-1))
+    ...     weights = keras.ops.convert_to_numpy(alignment)
+    ...     positions.append(np.where(weights.sum(-1) > 0, weights.argmax(-1), 5))
     >>> bool(np.all(np.diff(np.stack(positions), axis=0) >= 0))
     True
 
