@@ -8,11 +8,13 @@ from zoo.layers._sparsemax import masked_sparsemax
 from zoo.layers.additive_attention import AdditiveAttention
 from zoo.layers.attention_decoder import AttentionDecoder
 from zoo.layers.bahdanau_decoder import BahdanauDecoder
+from zoo.layers.bahdanau_monotonic_attention import BahdanauMonotonicAttention
 from zoo.layers.base_attention import BaseAttention
 from zoo.layers.base_attention import masked_softmax
 from zoo.layers.local_attention import LocalAttention
 from zoo.layers.luong_attention import LuongAttention
 from zoo.layers.luong_decoder import LuongDecoder
+from zoo.layers.luong_monotonic_attention import LuongMonotonicAttention
 from zoo.layers.multi_head_attention import MultiHeadAttention
 from zoo.layers.spatial_soft_attention import SpatialSoftAttention
 from zoo.layers.spatial_soft_attention import doubly_stochastic_penalty
@@ -21,10 +23,12 @@ __all__ = [
     "AdditiveAttention",
     "AttentionDecoder",
     "BahdanauDecoder",
+    "BahdanauMonotonicAttention",
     "BaseAttention",
     "LocalAttention",
     "LuongAttention",
     "LuongDecoder",
+    "LuongMonotonicAttention",
     "MultiHeadAttention",
     "SpatialSoftAttention",
     "doubly_stochastic_penalty",

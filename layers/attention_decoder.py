@@ -7,6 +7,7 @@ import copy
 import keras
 from keras import ops
 
+from zoo.layers._monotonic import MonotonicAttentionMixin
 from zoo.layers.base_attention import BaseAttention
 from zoo.layers.local_attention import LocalAttention
 from zoo.layers.recurrence import run_over_steps
@@ -36,15 +37,18 @@ class AttentionDecoder(keras.layers.Layer):
     (`project_memory`, `get_initial_state`, `step`). The state of a decoder
     is a flat list of `[batch, size]` tensors, `state_size` long: the cell's
     states, in the order of `keras.tree.flatten(cell.state_size)`, then any
-    of the decoder's own.
+    of the decoder's own; with a monotonic attention it ends with one more,
+    the previous step's alignment `[batch, S]` (`carries_alignment`).
 
     Args:
         cell: a Keras recurrent cell (`keras.layers.GRUCell`, `LSTMCell`, any
             cell whose first state is its output), a
             `keras.layers.StackedRNNCells`, or a list of cells (stacked).
         attention: a `zoo.layers` attention layer: `AdditiveAttention`,
-            `LuongAttention`, `LocalAttention` (the step index is passed on)
-            or `SpatialSoftAttention` (a memory of image features).
+            `LuongAttention`, `LocalAttention` (the step index is passed on),
+            `BahdanauMonotonicAttention` or `LuongMonotonicAttention` (the
+            previous alignment is carried in the state) or
+            `SpatialSoftAttention` (a memory of image features).
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
     """
 
@@ -70,6 +74,7 @@ class AttentionDecoder(keras.layers.Layer):
         self.cell = cell
         self.attention = attention
         self.supports_masking = True
+        self._previous_alignment = None  # see `_step_carrying_alignment`
 
     # Sizes ---------------------------------------------------------------------
 
@@ -141,6 +146,8 @@ class AttentionDecoder(keras.layers.Layer):
                 training=training,
             )
         extra = {"step": step} if isinstance(self.attention, LocalAttention) else {}
+        if self.carries_alignment:
+            extra = {"previous_alignment": self._previous_alignment}
         return self.attention(
             query,
             memory,
@@ -170,22 +177,42 @@ class AttentionDecoder(keras.layers.Layer):
 
     # One step ------------------------------------------------------------------
 
-    def get_initial_state(self, batch_size):
-        """The zero state `[batch_size, size]` of every `state_size` entry."""
-        return [ops.zeros((batch_size, size), self.compute_dtype) for size in self.state_size]
+    @property
+    def carries_alignment(self):
+        """Whether the state ends with the previous step's alignment
+        `[batch, S]`, which monotonic attention starts each step from."""
+        return isinstance(self.attention, MonotonicAttentionMixin)
 
-    def _full_state(self, initial_state, batch_size):
+    def get_initial_state(self, batch_size, memory_length=None):
+        """The zero state `[batch_size, size]` of every `state_size` entry;
+        with a monotonic attention, then the initial alignment (one-hot at
+        memory position 0) `[batch_size, memory_length]`."""
+        state = [ops.zeros((batch_size, size), self.compute_dtype) for size in self.state_size]
+        if self.carries_alignment:
+            if memory_length is None:
+                raise ValueError(
+                    "A decoder with monotonic attention carries the previous "
+                    "alignment in its state, so `get_initial_state` needs "
+                    "`memory_length=` (the memory's S). Received: memory_length=None"
+                )
+            state.append(self.attention.initial_alignment(batch_size, memory_length))
+        return state
+
+    def _full_state(self, initial_state, batch_size, memory_length):
         """`initial_state` cast to the compute dtype; zeros when None, and
-        zeros for the decoder's own entries when only the cell's are given."""
-        zeros = self.get_initial_state(batch_size)
+        zeros for the decoder's own entries when only the cell's are given
+        (the initial alignment for a monotonic attention's)."""
+        zeros = self.get_initial_state(batch_size, memory_length)
         if initial_state is None:
             return zeros
         initial_state = list(keras.tree.flatten(initial_state))
-        if len(initial_state) not in (self.cell_state_count, len(zeros)):
+        if len(initial_state) not in (self.cell_state_count, len(self.state_size), len(zeros)):
             raise ValueError(
                 f"`initial_state` must hold {self.cell_state_count} tensors "
                 f"(the cell's states) or {len(zeros)} (the decoder's state, "
-                f"`state_size`={self.state_size}). Received: "
+                f"`state_size`={self.state_size}"
+                + (", then the alignment" if self.carries_alignment else "")
+                + "). Received: "
                 f"{len(initial_state)} tensors"
             )
         state = [ops.cast(s, self.compute_dtype) for s in initial_state]
@@ -223,7 +250,14 @@ class AttentionDecoder(keras.layers.Layer):
         memory = self._flat_memory(memory)
         if projected_memory is None:
             projected_memory = self.project_memory(memory)
-        return self._step(
+        if self.carries_alignment and len(states) != len(self.state_size) + 1:
+            raise ValueError(
+                "The state of a decoder with monotonic attention ends with the "
+                f"previous alignment: {len(self.state_size) + 1} tensors, from "
+                "`get_initial_state(batch_size, memory_length)` or the last "
+                f"step. Received: {len(states)} tensors"
+            )
+        return self._step_carrying_alignment(
             ops.cast(inputs, self.compute_dtype),
             list(states),
             memory,
@@ -236,6 +270,25 @@ class AttentionDecoder(keras.layers.Layer):
     def _step(self, inputs, states, memory, projected_memory, memory_mask, step, training):
         """`(outputs, new_states, attention)` of one step (see `step`)."""
         raise NotImplementedError
+
+    def _step_carrying_alignment(
+        self, inputs, states, memory, projected_memory, memory_mask, step, training
+    ):
+        """`_step`, with a monotonic attention's alignment carried as the
+        state's last entry: the new alignment is the step's attention."""
+        if not self.carries_alignment:
+            return self._step(inputs, states, memory, projected_memory, memory_mask, step, training)
+        # A subclass's `_step` takes no attention state, so the previous
+        # alignment reaches `_attend` through this attribute, set and
+        # cleared around the one step (and trace) that reads it.
+        self._previous_alignment = states[-1]
+        try:
+            outputs, new_states, attention = self._step(
+                inputs, states[:-1], memory, projected_memory, memory_mask, step, training
+            )
+        finally:
+            self._previous_alignment = None
+        return outputs, list(new_states) + [ops.cast(attention, self.compute_dtype)], attention
 
     def _flat_memory(self, memory):
         if isinstance(self.attention, SpatialSoftAttention):
@@ -264,7 +317,7 @@ class AttentionDecoder(keras.layers.Layer):
             projected_memory = self.project_memory(memory)
         if memory_mask is not None:
             memory_mask = ops.cast(memory_mask, "bool")
-        states = self._full_state(initial_state, ops.shape(inputs)[0])
+        states = self._full_state(initial_state, ops.shape(inputs)[0], ops.shape(memory)[1])
         outputs, attention, states = self._run_sequence(
             inputs,
             states,
@@ -298,7 +351,7 @@ class AttentionDecoder(keras.layers.Layer):
         def one_step(states, step_input, t):
             if inputs_mask is not None:
                 step_input, keep = step_input[..., :-1], step_input[..., -1:]
-            outputs, new_states, attention = self._step(
+            outputs, new_states, attention = self._step_carrying_alignment(
                 step_input, states, memory, projected_memory, memory_mask, t, training
             )
             if inputs_mask is not None:
@@ -362,7 +415,10 @@ class AttentionDecoder(keras.layers.Layer):
             width = self._memory_length(memory.shape)
             result += (keras.KerasTensor((batch, length, width), dtype=dtype),)
         if return_state:
-            result += ([keras.KerasTensor((batch, size), dtype=dtype) for size in self.state_size],)
+            sizes = list(self.state_size)
+            if self.carries_alignment:
+                sizes.append(self._memory_length(memory.shape))
+            result += ([keras.KerasTensor((batch, size), dtype=dtype) for size in sizes],)
         return result[0] if len(result) == 1 else result
 
     def get_config(self):

@@ -159,7 +159,9 @@ class LuongDecoder(AttentionDecoder):
     def _run_sequence(
         self, inputs, states, memory, projected_memory, memory_mask, inputs_mask, xla, training
     ):
-        if self.input_feeding:
+        # Monotonic attention carries its alignment from step to step, which
+        # the attention over all steps at once would not return as state.
+        if self.input_feeding or self.carries_alignment:
             return super()._run_sequence(
                 inputs, states, memory, projected_memory, memory_mask, inputs_mask, xla, training
             )

@@ -92,3 +92,54 @@ def general_attention(query, memory, mask, w):
 def attentional_state(context, top, w_c):
     """Luong's `h~_t = tanh(W_c [c_t; h_t])`."""
     return np.tanh(np.concatenate([context, top], axis=-1) @ w_c)
+
+
+def monotonic_expected_alignment(p_choose, previous):
+    """Raffel et al. 2017, eqs. 13-14, position by position for one step:
+    `q_j = (1 - p_{j-1}) q_{j-1} + alpha'_j` with `q_0 = p_0 = 0`, and
+    `alpha_j = p_j q_j` (the recurrence, not the cumprod solution)."""
+    alignment = np.zeros_like(p_choose, dtype="float64")
+    for b in range(p_choose.shape[0]):
+        q, p_before = 0.0, 0.0
+        for j in range(p_choose.shape[1]):
+            q = (1.0 - p_before) * q + previous[b, j]
+            alignment[b, j] = p_choose[b, j] * q
+            p_before = p_choose[b, j]
+    return alignment
+
+
+def monotonic_hard_alignment(energies, previous, mask):
+    """Raffel et al. 2017, section 2.2, at test time: from the previous
+    step's position, scan the memory left to right and stop at the first
+    unmasked position whose energy is positive (p > 0.5); where the previous
+    step attended nowhere, or no position stops, attend nowhere."""
+    alignment = np.zeros(energies.shape, "float64")
+    for b in range(energies.shape[0]):
+        if not previous[b].any():
+            continue
+        for j in range(int(np.argmax(previous[b] > 0)), energies.shape[1]):
+            if mask[b, j] and energies[b, j] > 0:
+                alignment[b, j] = 1.0
+                break
+    return alignment
+
+
+def monotonic_attention(energies, mask, mode, previous=None):
+    """Monotonic alignments `[B, Tq, S]` of a sequence of steps from the
+    energies `[B, Tq, S]` (the score plus its bias r), starting from
+    `previous` (one-hot at position 0 when None): `mode` "parallel" gives the
+    expected alignment of `p = sigmoid(e)`, "hard" the test-time process.
+    Masked positions are never stopped at."""
+    batch, steps, length = energies.shape
+    mask = np.broadcast_to(mask, (batch, length))
+    if previous is None:
+        previous = np.zeros((batch, length))
+        previous[:, 0] = 1.0
+    alignments = []
+    for i in range(steps):
+        if mode == "hard":
+            previous = monotonic_hard_alignment(energies[:, i], previous, mask)
+        else:
+            previous = monotonic_expected_alignment(sigmoid(energies[:, i]) * mask, previous)
+        alignments.append(previous)
+    return np.stack(alignments, axis=1)

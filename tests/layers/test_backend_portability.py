@@ -86,6 +86,15 @@ CALLS = {
         L.LocalAttention(mode=mode, window=1)(query, value, value_mask=value_mask)
         for mode in ("local-m", "local-p")
     ],
+    "BahdanauMonotonicAttention": lambda: [
+        L.BahdanauMonotonicAttention(units=4, normalize=True, mode=mode)(
+            query, value, value_mask=value_mask
+        )
+        for mode in ("parallel", "hard")
+    ],
+    "LuongMonotonicAttention": lambda: L.LuongMonotonicAttention(score="general")(
+        query, value, value_mask=value_mask
+    ),
     "MultiHeadAttention": lambda: L.MultiHeadAttention(num_heads=2, key_dim=2)(
         query, value, value_mask=value_mask
     ),
