@@ -97,6 +97,19 @@ def build_parser():
         "--train-size", type=positive_int, help="use at most N training pairs (images for captioning)"
     )
     train.add_argument(
+        "--valid-size",
+        type=positive_int,
+        metavar="N",
+        help="validate on N pairs (images): the synthetic data's validation split, "
+        "or the held-out end of a corpus (at most a tenth of it)",
+    )
+    train.add_argument(
+        "--test-size",
+        type=non_negative_int,
+        metavar="N",
+        help="synthetic data: score the trained model on N test pairs (images); 0: none",
+    )
+    train.add_argument(
         "--out",
         help="run directory (default runs/PRESET); if it holds an unfinished run of "
         "the same preset and options, training resumes from its last checkpoint",
@@ -337,6 +350,8 @@ def command_train(args):
         epochs=args.epochs,
         batch_size=args.batch_size,
         train_size=args.train_size,
+        valid_size=args.valid_size,
+        test_size=args.test_size,
         overwrite=args.overwrite,
         checkpoint_every_steps=args.checkpoint_every_steps,
         strategy=args.strategy,

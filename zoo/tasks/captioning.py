@@ -76,7 +76,12 @@ class Captioning(Task):
             functools.partial(dataset, train_images, True),
             dataset(valid_images, shuffle=False) if valid_images else None,
             {"target_vocabulary_size": tokenizer.vocabulary_size},
-            {"train_images": len(train_images), "train_pairs": len(captions)},
+            {
+                "train_images": len(train_images),
+                "train_pairs": len(captions),
+                "valid_images": len(valid_images),
+                "test_images": len(test_images),
+            },
             evaluate if test_images else None,
         )
 

@@ -157,7 +157,11 @@ class Translation(Task):
                 "source_vocabulary_size": source_tokenizer.vocabulary_size,
                 "target_vocabulary_size": target_tokenizer.vocabulary_size,
             },
-            {"train_pairs": len(train_pairs)},
+            {
+                "train_pairs": len(train_pairs),
+                "valid_pairs": len(valid_pairs),
+                "test_pairs": len(test_pairs),
+            },
             evaluate if test_pairs else None,
             validate if valid_pairs else None,
         )

@@ -99,7 +99,11 @@ def learning_rate_schedule(training, batches_per_epoch):
 
 def check_training_settings(training):
     """A TrainingError naming the first bad value among the training keys
-    that a user may set (label smoothing, schedule, warm-up)."""
+    that a user may set (split sizes, label smoothing, schedule, warm-up)."""
+    for key, least in (("valid_size", 1), ("test_size", 0)):
+        size = training.get(key, least)
+        if not isinstance(size, int) or isinstance(size, bool) or size < least:
+            raise TrainingError(f"{key} must be an int >= {least}; received {size!r}")
     smoothing = training.get("label_smoothing", 0.0)
     if not isinstance(smoothing, (int, float)) or not 0 <= smoothing < 1:
         raise TrainingError(f"label_smoothing must be in [0, 1); received {smoothing!r}")
@@ -262,6 +266,8 @@ def train(
     epochs=None,
     batch_size=None,
     train_size=None,
+    valid_size=None,
+    test_size=None,
     overwrite=False,
     verbose="auto",
     evaluate_test=True,
@@ -295,6 +301,10 @@ def train(
             `"captions.json,images/"`).
         epochs, batch_size, train_size: override the preset's settings
             (`train_size` counts sentence pairs, or images for captioning).
+        valid_size, test_size: override the preset's validation and test
+            sizes: the synthetic data's splits (test_size 0: no test
+            evaluation), and the held-out share of a real corpus (valid_size
+            only, at most a tenth of it).
         overwrite: replace an existing run directory instead of resuming.
         verbose: Keras `fit` verbosity ("auto": a progress bar).
         evaluate_test: when the data has a test split, decode it greedily
@@ -354,6 +364,8 @@ def train(
         ("epochs", epochs),
         ("batch_size", batch_size),
         ("train_size", train_size),
+        ("valid_size", valid_size),
+        ("test_size", test_size),
         ("jit_compile", jit_compile),
         ("label_smoothing", label_smoothing),
         ("schedule", schedule),
@@ -363,6 +375,11 @@ def train(
         if value is not None:
             training[key] = value
     check_training_settings(training)
+    if test_size is not None and training["data"] != "synthetic":
+        raise TrainingError(
+            "--test-size applies to the synthetic data only: a corpus is scored on "
+            "its test set with `zoo evaluate DIR --data TEST`"
+        )
     task = task_for(settings)
     training = task.tokenizer_settings(training, tokenizer, shared_vocabulary)
     splits = task.load_splits(training)

@@ -29,7 +29,10 @@ def write_png(path, image):
 def trained(tmp_path_factory):
     """A tiny run, and the model and weights that training held at its end."""
     out = tmp_path_factory.mktemp("runs") / "captions"
-    options = ("--train-size", "48", "--epochs", "1", "--batch-size", "32")
+    options = (
+        "--train-size", "48", "--valid-size", "8", "--test-size", "16", "--epochs", "1",
+        "--batch-size", "32",
+    )
     return train_keeping_the_model(out, "show_attend_tell_small", *options)
 
 
@@ -51,6 +54,7 @@ def test_train_writes_a_captioning_run_directory(caption_run):
     config = json.loads((caption_run / "config.json").read_text())
     assert config["task"] == "captioning"
     metrics = json.loads((caption_run / "metrics.json").read_text())
+    assert (metrics["train_images"], metrics["valid_images"], metrics["test_images"]) == (48, 8, 16)
     for key in ("test_bleu1", "test_bleu4", "test_cider_d", "test_attention_peak_in_box",
                 "images_per_second"):
         assert key in metrics, key

@@ -82,8 +82,8 @@ def trained(tmp_path_factory):
     the model and weights that training held at its end."""
     out = tmp_path_factory.mktemp("runs") / "run"
     options = (
-        "--train-size", "64", "--epochs", "1", "--batch-size", "32",
-        "--tokenizer", "sentencepiece", "--shared-vocabulary",
+        "--train-size", "64", "--valid-size", "16", "--test-size", "130", "--epochs", "1",
+        "--batch-size", "32", "--tokenizer", "sentencepiece", "--shared-vocabulary",
     )
     return train_keeping_the_model(out, "rnnsearch_small", *options)
 
@@ -102,8 +102,10 @@ def test_train_writes_a_complete_run_directory(tiny_run):
     assert not list(tiny_run.glob(".*tmp*")), "temporary files left behind"
     training = json.loads((tiny_run / "config.json").read_text())["training"]
     assert (training["tokenizer"], training["shared_vocabulary"]) == ("sentencepiece", True)
+    assert (training["valid_size"], training["test_size"]) == (16, 130)
     # The synthetic data has a test split: its cased and lowercased BLEU.
     metrics = json.loads((tiny_run / "metrics.json").read_text())
+    assert (metrics["train_pairs"], metrics["valid_pairs"], metrics["test_pairs"]) == (64, 16, 130)
     assert "case:mixed" in metrics["test_bleu_signature"]
     assert "case:lc" in metrics["test_bleu_lowercased_signature"]
     assert 0 <= metrics["test_bleu"] <= metrics["test_bleu_lowercased"] <= 100
@@ -167,7 +169,7 @@ def test_evaluate_prints_bleu_with_signature_and_length_table(capsys, tiny_run):
 
 @pytest.mark.tensorflow_only
 def test_evaluate_with_beam_search_over_batches_of_several_widths(capsys, tiny_run):
-    # 130 test sentences make three batches of different source widths: the
+    # The run's 130 test sentences make three batches of different source widths: the
     # compiled search is traced again with unknown shapes after the first.
     code, out, err = run_cli(capsys, "evaluate", str(tiny_run), "--beam", "3", "--limit", "130")
     assert code == 0, err
@@ -209,6 +211,25 @@ def test_incomplete_run_directory_is_one_line(capsys, tiny_run, tmp_path):
     (broken / "config.json").write_text((tiny_run / "config.json").read_text())
     code, _, err = run_cli(capsys, "evaluate", str(broken))
     assert_one_line_error(code, err, "incomplete", "model.weights.h5")
+
+
+def test_a_zero_validation_size_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", "rnnsearch_small", "--valid-size", "0"])
+    assert exit_info.value.code == 2
+    assert "positive integer" in capsys.readouterr().err
+
+
+@pytest.mark.tensorflow_only
+def test_a_test_size_for_a_real_corpus_is_one_line(capsys, tmp_path):
+    corpus = tmp_path / "pairs.tsv"
+    corpus.write_text("a dog .\tein hund .\n" * 20)
+    code, _, err = run_cli(
+        capsys, "train", "rnnsearch_small", "--data", str(corpus), "--test-size", "5",
+        "--out", str(tmp_path / "run"),
+    )
+    assert_one_line_error(code, err, "--test-size", "synthetic", "zoo evaluate")
+    assert not (tmp_path / "run").exists(), "a failed start left a run directory"
 
 
 @pytest.mark.tensorflow_only

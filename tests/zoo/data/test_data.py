@@ -179,6 +179,10 @@ def test_synthetic_splits_are_disjoint_and_deterministic():
     test = {source for source, _ in splits["test"]}
     assert not (train & valid) and not (train & test) and not (valid & test)
     assert splits["train"] != synthetic_corpus(300, seed=1)
+    # `zoo train --valid-size/--test-size` change only those splits.
+    smaller = synthetic_splits(300, 20, 0, seed=1)
+    assert smaller["train"] == splits["train"] and smaller["test"] == []
+    assert smaller["valid"] == splits["valid"][:20]
 
 
 @pytest.mark.parametrize(
