@@ -45,8 +45,8 @@ def main(out):
     registry.PRESETS["rnnsearch_small"]["model"]["dropout"] = 0.0
     distributed._distributed_step = record_batches(distributed._distributed_step)
     run = training.train(
-        "rnnsearch_small", out, train_size=64, epochs=2, batch_size=16,
-        verbose=0, evaluate_test=False, strategy="multi-worker",
+        "rnnsearch_small", out, train_size=64, valid_size=16, epochs=2,
+        batch_size=16, verbose=0, evaluate_test=False, strategy="multi-worker",
     )
     import h5py
 

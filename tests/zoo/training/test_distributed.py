@@ -156,8 +156,8 @@ def test_multi_worker_trains_together_and_only_the_chief_writes(tmp_path, monkey
         assert abs(len(mine) - len(theirs)) <= 1 and mine != theirs, (mine, theirs)
     monkeypatch.setitem(zoo.registry.PRESETS["rnnsearch_small"]["model"], "dropout", 0.0)
     one_device = training.train(
-        "rnnsearch_small", tmp_path / "one-device", train_size=64, epochs=2, batch_size=16,
-        verbose=0, evaluate_test=False,
+        "rnnsearch_small", tmp_path / "one-device", train_size=64, valid_size=16, epochs=2,
+        batch_size=16, verbose=0, evaluate_test=False,
     )
     global_batches = one_device_batches(one_device)
     assert [mine + theirs for mine, theirs in zip(chief["batches"], other["batches"])] == global_batches
@@ -182,8 +182,8 @@ def test_multi_worker_trains_together_and_only_the_chief_writes(tmp_path, monkey
 def test_mixed_precision_trains_with_a_finite_falling_loss(tmp_path, precision):
     # float16 runs under Keras' LossScaleOptimizer (dynamic loss scaling).
     out = training.train(
-        "rnnsearch_small", tmp_path / "run", train_size=48, epochs=2, batch_size=16,
-        verbose=0, evaluate_test=False, mixed_precision=precision,
+        "rnnsearch_small", tmp_path / "run", train_size=48, valid_size=16, epochs=2,
+        batch_size=16, verbose=0, evaluate_test=False, mixed_precision=precision,
     )
     losses = [float(line.split(",")[1]) for line in (out / runs.HISTORY).read_text().splitlines()[1:]]
     assert len(losses) == 2 and np.isfinite(losses).all(), losses

@@ -21,7 +21,9 @@ from zoo.training import loop as training
 
 pytestmark = pytest.mark.tensorflow_only  # tf.data training
 
-TINY = dict(train_size=64, epochs=2, batch_size=16, verbose=0, evaluate_test=False)
+TINY = dict(
+    train_size=64, valid_size=16, epochs=2, batch_size=16, verbose=0, evaluate_test=False
+)
 
 
 def tiny_model():
@@ -155,8 +157,8 @@ def test_training_killed_mid_epoch_resumes_and_runs_only_the_remaining_epochs(
     tmp_path, capsys
 ):
     out = tmp_path / "run"
-    argv = ["train", "rnnsearch_small", "--train-size", "256", "--epochs", "3",
-            "--batch-size", "16", "--out", str(out)]
+    argv = ["train", "rnnsearch_small", "--train-size", "256", "--valid-size", "16",
+            "--test-size", "0", "--epochs", "3", "--batch-size", "16", "--out", str(out)]
     process = subprocess.Popen(
         [sys.executable, "-m", "zoo.cli", *argv],
         env=dict(os.environ, KERAS_BACKEND="tensorflow"),
