@@ -22,6 +22,12 @@ def model():
     keras.utils.set_random_seed(0)
     model = RNNSearch(VOCABULARY, VOCABULARY, **TINY["rnnsearch"], attention="monotonic")
     model.build()
+    # Untrained, the tiny decoder's state and energies hardly change from
+    # step to step, so every step would stop where the first did; larger
+    # weights make the stops move, so that a step that can move back does.
+    for weight in model.decoder.weights + model.target_embedding.weights:
+        if "score_bias" not in weight.path:
+            weight.assign(weight * 10.0)
     return model
 
 
@@ -43,8 +49,8 @@ def test_decoding_never_attends_behind_an_earlier_step(model, search):
     assert np.all(attention[1, :, 3:] == 0), "attention on padding"
     positions = stop_positions(attention)
     assert np.all(np.diff(positions, axis=1) >= 0), f"moved back: {positions}"
-    # The check means something only where the steps attend and move on.
-    assert len(np.unique(positions[:, :2])) > 1, f"the steps never move: {positions}"
+    # The check means something only where the steps move on.
+    assert np.any(np.diff(positions, axis=1) > 0), f"the steps never move: {positions}"
 
 
 def test_fit_trains_the_expected_alignment_and_the_rest_the_hard_one(model):
