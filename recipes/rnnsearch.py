@@ -172,33 +172,16 @@ class RNNSearch(Seq2SeqRecipe):
 
     def recurrent_step(self, embedded, state, step):
         previous = state["decoder_state"]
-        keys = self.recurrent_state_keys
         with self._attention_mode(training=False):
-            outputs, new_states, attention = self.decoder.step(
-                embedded,
-                [state[key] for key in keys],
-                state["memory"],
-                projected_memory=state["projected_keys"],
-                memory_mask=state["source_mask"],
-                step=step,
-            )
+            outputs, state, attention = self.decoder_step(embedded, state, step)
         context = outputs[..., self.hidden_dim :]
         # The readout uses s_{i-1}, as in the paper's appendix A.2.2.
         features = ops.concatenate([previous, embedded, context], axis=-1)
-        return features, dict(state, **dict(zip(keys, new_states))), attention
+        return features, state, attention
 
     def run_recurrence(self, embedded, state, training=None):
         with self._attention_mode(training):
-            outputs, attention = self.decoder(
-                embedded,
-                state["memory"],
-                memory_mask=state["source_mask"],
-                initial_state=[state[key] for key in self.recurrent_state_keys],
-                projected_memory=state["projected_keys"],
-                return_attention=True,
-                xla=self.step_loop_compiles_with_xla,
-                training=training,
-            )
+            outputs, attention = self.decoder_over_target(embedded, state, training=training)
         states, contexts = outputs[..., : self.hidden_dim], outputs[..., self.hidden_dim :]
         # s_{i-1} at every step i: s_0, then the states of the steps before.
         first = ops.expand_dims(ops.cast(state["decoder_state"], states.dtype), 1)
