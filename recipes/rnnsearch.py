@@ -12,10 +12,10 @@ from zoo.recipes.seq2seq import Seq2SeqRecipe
 from zoo.recipes.seq2seq import source_mask
 
 ATTENTION_TYPES = ("additive", "monotonic")
-# The paper's weight-normalised energy (section 2.4), with TensorFlow
-# Addons' bias r = 0 and no pre-sigmoid noise: the noise is drawn inside the
-# decoder's loop over the steps, where JAX's compiled train step refuses a
-# random draw (its seed state escapes the loop).
+# The paper's modified, weight-normalised energy, with TensorFlow Addons'
+# defaults (bias r = 0, no pre-sigmoid noise): the layer draws the noise
+# inside the decoder's loop over the steps, where `fit`'s compiled JAX train
+# step refuses a random draw (its seed state escapes the loop).
 MONOTONIC_SETTINGS = {"normalize": True}
 
 
