@@ -152,30 +152,13 @@ class Luong(Seq2SeqRecipe):
         return self.dropout_layer(self.target_embedding(tokens), training=training)
 
     def recurrent_step(self, embedded, state, step):
-        keys = self.recurrent_state_keys
-        attentional, new_states, attention = self.decoder.step(
-            embedded,
-            [state[key] for key in keys],
-            state["memory"],
-            projected_memory=state["projected_keys"],
-            memory_mask=state["source_mask"],
-            step=step,
-        )
-        return attentional, dict(state, **dict(zip(keys, new_states))), attention
+        # The attentional state h~_t is the features.
+        return self.decoder_step(embedded, state, step)
 
     def run_recurrence(self, embedded, state, training=None):
         # The decoder's state is the LSTMs' (h_i, c_i), then the fed h~:
         # the order of `recurrent_state_keys`.
-        return self.decoder(
-            embedded,
-            state["memory"],
-            memory_mask=state["source_mask"],
-            initial_state=[state[key] for key in self.recurrent_state_keys],
-            projected_memory=state["projected_keys"],
-            return_attention=True,
-            xla=self.step_loop_compiles_with_xla,
-            training=training,
-        )
+        return self.decoder_over_target(embedded, state, training=training)
 
     def output_logits(self, features, training=None):
         return self.output_projection(self.dropout_layer(features, training=training))

@@ -1,12 +1,22 @@
 """RNNsearch: Bahdanau, Cho and Bengio (2014), attention-based translation."""
 
+import contextlib
+
 import keras
 from keras import ops
 
 from zoo.layers import AdditiveAttention
 from zoo.layers import BahdanauDecoder
+from zoo.layers import BahdanauMonotonicAttention
 from zoo.recipes.seq2seq import Seq2SeqRecipe
 from zoo.recipes.seq2seq import source_mask
+
+ATTENTION_TYPES = ("additive", "monotonic")
+# The paper's modified, weight-normalised energy, with TensorFlow Addons'
+# defaults (bias r = 0, no pre-sigmoid noise): the layer draws the noise
+# inside the decoder's loop over the steps, where `fit`'s compiled JAX train
+# step refuses a random draw (its seed state escapes the loop).
+MONOTONIC_SETTINGS = {"normalize": True}
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -23,20 +33,31 @@ class RNNSearch(Seq2SeqRecipe):
       `t_i = max-pool_2(U_o s_{i-1} + V_o E y_{i-1} + C_o c_i)`,
       `p(y_i) = softmax(W_o t_i)`.
 
+    With `attention="monotonic"` the decoder attends with
+    `BahdanauMonotonicAttention` (Raffel et al., 2017) instead: each step
+    scans the source from where the previous step stopped and never moves
+    back. `call(..., training=True)` (what `fit` trains) uses the expected
+    alignment (`mode="parallel"`); otherwise, as in `decode_step`, greedy
+    and beam search, `attention_weights` and the exported models, the hard
+    alignment (`mode="hard"`), so that teacher forcing and decoding compute
+    the same thing. The alignment is carried in the state (`"alignment"`).
+
     Args:
         source_vocabulary_size, target_vocabulary_size: vocabulary sizes.
         embedding_dim: int, word embedding size (m in the paper, 620).
         hidden_dim: int, GRU size of encoder and decoder (n, 1000).
         attention_units: int, size of the alignment model (n', 1000).
         maxout_units: int, size of the maxout layer (l, 500).
+        attention: `"additive"` (the paper's) or `"monotonic"`.
         dropout: float, dropout on embeddings and on the deep output.
         **kwargs: see `Seq2SeqRecipe`.
 
     References:
         - [Bahdanau et al., 2014](https://arxiv.org/abs/1409.0473)
+        - [Raffel et al., 2017](https://arxiv.org/abs/1704.00784), for
+          `attention="monotonic"`.
     """
 
-    recurrent_state_keys = ("decoder_state",)
     # The contract's declarations (zoo.recipes.contract).
     constant_state_keys = ("memory", "projected_keys", "source_mask")
 
@@ -49,9 +70,16 @@ class RNNSearch(Seq2SeqRecipe):
         attention_units=1000,
         maxout_units=500,
         dropout=0.0,
+        attention="additive",
         **kwargs,
     ):
         super().__init__(source_vocabulary_size, target_vocabulary_size, **kwargs)
+        if attention not in ATTENTION_TYPES:
+            raise ValueError(
+                f"`attention` must be one of {', '.join(repr(a) for a in ATTENTION_TYPES)}. "
+                f"Received: attention={attention!r}"
+            )
+        self.attention_type = attention
         self.embedding_dim = embedding_dim
         self.hidden_dim = hidden_dim
         self.attention_units = attention_units
@@ -78,9 +106,15 @@ class RNNSearch(Seq2SeqRecipe):
         self.initial_state_dense = keras.layers.Dense(
             hidden_dim, activation="tanh", dtype=policy, name="initial_state"
         )
+        if attention == "monotonic":
+            attention_layer = BahdanauMonotonicAttention(
+                attention_units, **MONOTONIC_SETTINGS, dtype=policy, name="attention"
+            )
+        else:
+            attention_layer = AdditiveAttention(attention_units, dtype=policy, name="attention")
         self.decoder = BahdanauDecoder(
             keras.layers.GRUCell(hidden_dim, dtype=policy, name="decoder_cell"),
-            AdditiveAttention(attention_units, dtype=policy, name="attention"),
+            attention_layer,
             dtype=policy,
             name="decoder",
         )
@@ -91,48 +125,63 @@ class RNNSearch(Seq2SeqRecipe):
         self.embedding_dropout = keras.layers.Dropout(dropout, dtype=policy)
         self.output_dropout = keras.layers.Dropout(dropout, dtype=policy)
 
+    @property
+    def recurrent_state_keys(self):
+        # The monotonic alignment changes every step, so beam search reorders it.
+        return ("decoder_state",) + (("alignment",) if self.decoder.carries_alignment else ())
+
+    @contextlib.contextmanager
+    def _attention_mode(self, training):
+        """Runs a monotonic attention in its training mode (`"parallel"`)
+        when `training`, in its decoding mode (`"hard"`) otherwise.
+
+        The decoder passes no mode to its attention, which reads its `mode`
+        attribute when called, so the attribute is set around the one call
+        (and trace) that reads it.
+        """
+        attention = self.decoder.attention
+        if not self.decoder.carries_alignment:
+            yield
+            return
+        saved, attention.mode = attention.mode, "parallel" if training else "hard"
+        try:
+            yield
+        finally:
+            attention.mode = saved
+
     def encode(self, source, training=None):
         mask = source_mask(source, self.pad_id)
         embedded = self.embedding_dropout(self.source_embedding(source), training=training)
         annotations, _, backward_first = self.encoder(embedded, mask=mask, training=training)
         if not self.decoder.built:
             self.decoder.build((None, None, self.embedding_dim), tuple(annotations.shape))
-        return {
+        state = {
             "memory": annotations,
             "projected_keys": self.decoder.project_memory(annotations),
             "source_mask": mask,
             "decoder_state": self.initial_state_dense(backward_first),
         }
+        if self.decoder.carries_alignment:
+            state["alignment"] = self.decoder.attention.initial_alignment(
+                ops.shape(source)[0], ops.shape(source)[1]
+            )
+        return state
 
     def embed_targets(self, tokens, training=None):
         return self.embedding_dropout(self.target_embedding(tokens), training=training)
 
     def recurrent_step(self, embedded, state, step):
         previous = state["decoder_state"]
-        outputs, new_states, attention = self.decoder.step(
-            embedded,
-            [previous],
-            state["memory"],
-            projected_memory=state["projected_keys"],
-            memory_mask=state["source_mask"],
-            step=step,
-        )
+        with self._attention_mode(training=False):
+            outputs, state, attention = self.decoder_step(embedded, state, step)
         context = outputs[..., self.hidden_dim :]
         # The readout uses s_{i-1}, as in the paper's appendix A.2.2.
         features = ops.concatenate([previous, embedded, context], axis=-1)
-        return features, dict(state, decoder_state=new_states[0]), attention
+        return features, state, attention
 
     def run_recurrence(self, embedded, state, training=None):
-        outputs, attention = self.decoder(
-            embedded,
-            state["memory"],
-            memory_mask=state["source_mask"],
-            initial_state=[state["decoder_state"]],
-            projected_memory=state["projected_keys"],
-            return_attention=True,
-            xla=self.step_loop_compiles_with_xla,
-            training=training,
-        )
+        with self._attention_mode(training):
+            outputs, attention = self.decoder_over_target(embedded, state, training=training)
         states, contexts = outputs[..., : self.hidden_dim], outputs[..., self.hidden_dim :]
         # s_{i-1} at every step i: s_0, then the states of the steps before.
         first = ops.expand_dims(ops.cast(state["decoder_state"], states.dtype), 1)
@@ -160,6 +209,7 @@ class RNNSearch(Seq2SeqRecipe):
                 "attention_units": self.attention_units,
                 "maxout_units": self.maxout_units,
                 "dropout": self.dropout,
+                "attention": self.attention_type,
             }
         )
         return config

@@ -149,5 +149,37 @@ class Seq2SeqRecipe(AttentionDecoderModel):
         embedded = self.embed_targets(inputs["target_in"])
         return self.run_recurrence(embedded, state)[1]
 
+    # A recipe's `zoo.layers` decoder (`self.decoder`) over the state's
+    # `memory`, `projected_keys` and `source_mask`, with its own state in the
+    # entries `recurrent_state_keys` names, in that order.
+
+    def decoder_step(self, embedded, state, step):
+        """One step of `self.decoder`: `(outputs [B, F], state with the new
+        recurrent entries, attention [B, S])`."""
+        keys = self.recurrent_state_keys
+        outputs, new_states, attention = self.decoder.step(
+            embedded,
+            [state[key] for key in keys],
+            state["memory"],
+            projected_memory=state["projected_keys"],
+            memory_mask=state["source_mask"],
+            step=step,
+        )
+        return outputs, dict(state, **dict(zip(keys, new_states))), attention
+
+    def decoder_over_target(self, embedded, state, training=None):
+        """`self.decoder` over a whole target `[B, T, E]`, teacher-forced:
+        `(outputs [B, T, F], attention [B, T, S])`."""
+        return self.decoder(
+            embedded,
+            state["memory"],
+            memory_mask=state["source_mask"],
+            initial_state=[state[key] for key in self.recurrent_state_keys],
+            projected_memory=state["projected_keys"],
+            return_attention=True,
+            xla=self.step_loop_compiles_with_xla,
+            training=training,
+        )
+
     def get_config(self):
         return {"source_vocabulary_size": self.source_vocabulary_size, **super().get_config()}

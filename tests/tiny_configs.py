@@ -70,7 +70,8 @@ def presets_under_test():
     """On tensorflow, every preset whose tiny model differs from the ones
     before it (presets that differ only in sizes, e.g. `rnnsearch_small` and
     `rnnsearch_multi30k`, give the same tiny model, so the same test); on jax
-    and torch, one per recipe and attention distribution (`probability_fn`).
+    and torch, one per recipe and attention distribution (`probability_fn`,
+    or monotonic attention, whose stops are code of their own).
 
     On jax and torch the presets of one recipe differ only in options whose
     backend-specific code is the same (sparsemax's sort is not), and jax
@@ -83,7 +84,11 @@ def presets_under_test():
         if keras.backend.backend() == "tensorflow":
             kind = (preset["recipe"], repr(sorted(tiny_model_config(name).items())))
         else:
-            kind = (preset["recipe"], preset["model"].get("probability_fn", "softmax"))
+            kind = (
+                preset["recipe"],
+                preset["model"].get("probability_fn", "softmax"),
+                preset["model"].get("attention") == "monotonic",
+            )
         first_of_kind.setdefault(kind, name)
     return sorted(first_of_kind.values())
 

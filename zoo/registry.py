@@ -154,6 +154,21 @@ PRESETS = {
         },
         "training": SMALL_TRAINING,
     },
+    # Raffel et al. 2017: attention that only moves forward, so it can copy
+    # but not reorder (docs/recipes.md).
+    "rnnsearch_monotonic_small": {
+        "recipe": "rnnsearch",
+        "description": "RNNsearch with Raffel et al. 2017 monotonic attention, GRU 128, "
+        "attention 128; synthetic data",
+        "model": {
+            **_SMALL_RNN,
+            "attention_units": 128,
+            "maxout_units": 128,
+            "dropout": 0.1,
+            "attention": "monotonic",
+        },
+        "training": SMALL_TRAINING,
+    },
     "luong_global_dot_small": _luong_small("global", "dot"),
     "luong_global_general_small": _luong_small("global", "general"),
     # Sparsemax (Martins and Astudillo, 2016) in place of the softmax: sparse
