@@ -152,6 +152,7 @@ class MonotonicAttentionMixin:
         projected_key=None,
         previous_alignment=None,
         mode=None,
+        energy_noise=None,
         return_attention_scores=False,
         training=None,
     ):
@@ -180,17 +181,38 @@ class MonotonicAttentionMixin:
             step_mask=step_mask,
             mode=mode,
             add_noise=bool(training) and self.sigmoid_noise > 0,
+            energy_noise=energy_noise,
         )
 
+    @property
+    def adds_noise_in_training(self):
+        """Whether `call(..., training=True)` adds pre-sigmoid noise."""
+        return self.sigmoid_noise > 0
+
+    def draw_energy_noise(self, shape):
+        """Standard-normal draws of `shape` from the layer's noise seed, for
+        `call(..., energy_noise=)`."""
+        return keras.random.normal(shape, seed=self._noise_seed_generator)
+
     def _attention_weights(
-        self, query, projected_key, value_mask, previous_alignment, step_mask, mode, add_noise
+        self,
+        query,
+        projected_key,
+        value_mask,
+        previous_alignment,
+        step_mask,
+        mode,
+        add_noise,
+        energy_noise,
     ):
         energies = ops.cast(self._score(query, projected_key), "float32")
         energies = energies + ops.cast(self.attention_score_bias, "float32")
         if add_noise:
-            energies = energies + self.sigmoid_noise * keras.random.normal(
-                ops.shape(energies), seed=self._noise_seed_generator
-            )
+            if energy_noise is None:
+                energy_noise = self.draw_energy_noise(ops.shape(energies))
+            elif len(energy_noise.shape) == 2:
+                energy_noise = ops.expand_dims(energy_noise, 1)
+            energies = energies + self.sigmoid_noise * ops.cast(energy_noise, "float32")
         if mode == "hard":
             # The paper's test-time rule: stop where p > 0.5, i.e. energy > 0.
             p_choose = ops.cast(energies > 0, "float32")

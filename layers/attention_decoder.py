@@ -74,7 +74,10 @@ class AttentionDecoder(keras.layers.Layer):
         self.cell = cell
         self.attention = attention
         self.supports_masking = True
-        self._previous_alignment = None  # see `_step_carrying_alignment`
+        # A monotonic attention's inputs of one step, set around the step
+        # (see `_step_carrying_alignment` and `_run_sequence`).
+        self._previous_alignment = None
+        self._energy_noise = None
 
     # Sizes ---------------------------------------------------------------------
 
@@ -147,7 +150,10 @@ class AttentionDecoder(keras.layers.Layer):
             )
         extra = {"step": step} if isinstance(self.attention, LocalAttention) else {}
         if self.carries_alignment:
-            extra = {"previous_alignment": self._previous_alignment}
+            extra = {
+                "previous_alignment": self._previous_alignment,
+                "energy_noise": self._energy_noise,
+            }
         return self.attention(
             query,
             memory,
@@ -342,18 +348,32 @@ class AttentionDecoder(keras.layers.Layer):
         of `_step` one after the other. A masked target step keeps the state
         and gives zero outputs and attention."""
         steps = ops.swapaxes(inputs, 0, 1)
+        depth = inputs.shape[-1]
+        # One scanned sequence, not several (see `recurrence._scan_over_steps`):
+        # the mask and a monotonic attention's noise travel as extra columns.
         if inputs_mask is not None:
-            # One scanned sequence, not two (see `recurrence._scan_over_steps`):
-            # the mask travels as an extra input column.
             mask = ops.cast(ops.swapaxes(inputs_mask, 0, 1), steps.dtype)
             steps = ops.concatenate([steps, ops.expand_dims(mask, -1)], axis=-1)
+        noisy = bool(training) and self.carries_alignment and self.attention.adds_noise_in_training
+        if noisy:
+            # Drawn here for every step: a draw inside the loop changes the
+            # seed's state there, which JAX's compiled train step refuses.
+            shape = (ops.shape(steps)[0], ops.shape(steps)[1], ops.shape(memory)[1])
+            noise = ops.cast(self.attention.draw_energy_noise(shape), steps.dtype)
+            steps = ops.concatenate([steps, noise], axis=-1)
+        mask_columns = 0 if inputs_mask is None else 1
 
         def one_step(states, step_input, t):
-            if inputs_mask is not None:
-                step_input, keep = step_input[..., :-1], step_input[..., -1:]
-            outputs, new_states, attention = self._step_carrying_alignment(
-                step_input, states, memory, projected_memory, memory_mask, t, training
-            )
+            columns = step_input
+            step_input = columns[..., :depth]
+            keep = columns[..., depth : depth + mask_columns]
+            self._energy_noise = columns[..., depth + mask_columns :] if noisy else None
+            try:
+                outputs, new_states, attention = self._step_carrying_alignment(
+                    step_input, states, memory, projected_memory, memory_mask, t, training
+                )
+            finally:
+                self._energy_noise = None
             if inputs_mask is not None:
                 new_states = [
                     ops.where(ops.cast(keep, "bool"), new, old)

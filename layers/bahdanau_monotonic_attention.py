@@ -73,6 +73,12 @@ class BahdanauMonotonicAttention(MonotonicAttentionMixin, AdditiveAttention):
             step before the (first) query; `initial_alignment` when None.
         mode: optional `"parallel"` or `"hard"`; the layer's `mode` when
             None.
+        energy_noise: optional standard-normal draws shaped like the
+            energies (`[batch, Tq, Tv]`, or `[batch, Tv]` for a rank-2
+            query), used as the noise in training instead of a draw of the
+            layer's own (`draw_energy_noise`). The attention decoders draw
+            every step's noise before their loop over the steps, where a
+            draw of the layer's could not run in JAX's compiled train step.
         return_attention_scores: also return the alignment `[batch, Tq, Tv]`
             (`[batch, Tv]` for a rank-2 query), before dropout: the next
             step's `previous_alignment`.

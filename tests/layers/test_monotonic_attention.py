@@ -184,6 +184,47 @@ def test_noise_only_in_training():
     assert np.all(trained[2] == 0)
 
 
+@pytest.mark.parametrize("kind", ["bahdanau", "luong"])
+def test_given_energy_noise_is_the_noise_of_training(kind):
+    # What the decoders pass: every step's standard-normal draws, scaled by
+    # `sigmoid_noise` and added to the energies in training only.
+    query, value, value_mask = inputs()
+    layer = make(kind, sigmoid_noise=0.5)
+    layer.build(query.shape, value.shape)
+    set_weights(layer)
+    noise = np.random.default_rng(2).normal(size=(3, 5, 7)).astype("float32")
+    clean = energies(kind, layer, query, value, score_bias=SCORE_BIAS)
+    kwargs = {"value_mask": value_mask, "energy_noise": noise, "return_attention_scores": True}
+    for training, added in ((True, 0.5 * noise), (False, 0.0)):
+        got = to_numpy(layer(query, value, training=training, **kwargs)[1])
+        expected = monotonic_attention(clean + added, value_mask, "parallel")
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+    # One step's draws `[batch, Tv]`, as a decoder's step passes them.
+    step = to_numpy(layer(query[:, :1], value, training=True, **{**kwargs, "energy_noise": noise[:, 0]})[1])
+    np.testing.assert_allclose(step, monotonic_attention(clean[:, :1] + 0.5 * noise[:, :1], value_mask, "parallel"), atol=1e-5)
+
+
+def test_a_decoder_draws_the_noise_in_training_only():
+    query, value, value_mask = inputs()
+    targets = np.random.default_rng(3).normal(size=(3, 5, 6)).astype("float32")
+    decoders = {
+        noise: BahdanauDecoder(keras.layers.GRUCell(4), make("bahdanau", sigmoid_noise=noise, sigmoid_noise_seed=1))
+        for noise in (0.0, 1.0)
+    }
+    for decoder in decoders.values():
+        decoder.build(targets.shape, value.shape)
+    decoders[1.0].set_weights(decoders[0.0].get_weights())
+    clean = to_numpy(decoders[0.0](targets, value, memory_mask=value_mask, return_attention=True)[1])
+    evaluated = to_numpy(decoders[1.0](targets, value, memory_mask=value_mask, return_attention=True)[1])
+    np.testing.assert_allclose(evaluated, clean, atol=1e-6)
+    trained = to_numpy(
+        decoders[1.0](targets, value, memory_mask=value_mask, return_attention=True, training=True)[1]
+    )
+    assert np.all(np.isfinite(trained))
+    assert not np.allclose(trained, clean, atol=1e-3), "no noise in training"
+    assert np.all(trained[2] == 0), "noise on a fully masked row"
+
+
 def test_parallel_form_is_stable_where_p_reaches_0_and_1():
     """The log-space cumprod keeps the alignment exact and its gradient
     finite where `1 - p` is exactly 0 (plain cumprod's gradient divides by
