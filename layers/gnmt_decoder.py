@@ -72,19 +72,19 @@ class GNMTDecoder(AttentionDecoder):
     Example:
 
     >>> encoder_states = np.random.rand(2, 7, 8).astype("float32")
-    >>> targets = np.random.rand(2, 5, 4).astype("float32")
+    >>> targets = np.random.rand(2, 3, 4).astype("float32")
     >>> decoder = GNMTDecoder(
     ...     [keras.layers.LSTMCell(8) for _ in range(3)],
     ...     AdditiveAttention(units=6, normalize=True))
     >>> outputs, alignment = decoder(targets, encoder_states, return_attention=True)
     >>> tuple(outputs.shape), tuple(alignment.shape)
-    ((2, 5, 8), (2, 5, 7))
+    ((2, 3, 8), (2, 3, 7))
 
     The same numbers one step at a time:
 
     >>> keys = decoder.project_memory(encoder_states)  # once per source
     >>> state = decoder.get_initial_state(2)
-    >>> for t in range(5):
+    >>> for t in range(3):
     ...     output, state, alpha = decoder.step(
     ...         targets[:, t], state, encoder_states, projected_memory=keys, step=t)
     >>> numpy = keras.ops.convert_to_numpy
