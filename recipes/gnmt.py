@@ -94,8 +94,12 @@ class GNMT(Seq2SeqRecipe):
         self.target_embedding = keras.layers.Embedding(
             target_vocabulary_size, embedding_dim, dtype=policy, name="target_embedding"
         )
+        # Named, so that its directions' weight paths (forward_lstm, backward_lstm)
+        # do not depend on how many LSTMs the process has made before.
         self.bidirectional_encoder = keras.layers.Bidirectional(
-            keras.layers.LSTM(hidden_dim, return_sequences=True, return_state=True, dtype=policy),
+            keras.layers.LSTM(
+                hidden_dim, return_sequences=True, return_state=True, dtype=policy, name="lstm"
+            ),
             dtype=policy,
             name="encoder_0",
         )
