@@ -11,6 +11,7 @@ from zoo.layers.bahdanau_decoder import BahdanauDecoder
 from zoo.layers.bahdanau_monotonic_attention import BahdanauMonotonicAttention
 from zoo.layers.base_attention import BaseAttention
 from zoo.layers.base_attention import masked_softmax
+from zoo.layers.gnmt_decoder import GNMTDecoder
 from zoo.layers.local_attention import LocalAttention
 from zoo.layers.luong_attention import LuongAttention
 from zoo.layers.luong_decoder import LuongDecoder
@@ -25,6 +26,7 @@ __all__ = [
     "BahdanauDecoder",
     "BahdanauMonotonicAttention",
     "BaseAttention",
+    "GNMTDecoder",
     "LocalAttention",
     "LuongAttention",
     "LuongDecoder",

@@ -108,14 +108,21 @@ class AttentionDecoder(keras.layers.Layer):
 
     # Build ---------------------------------------------------------------------
 
+    def _query_size(self):
+        """The depth of the query: the size of the state `_query_index` names."""
+        return _cell_output_size(self.cell)
+
     def build(self, inputs_shape, memory_shape):
-        query_shape = (None, _cell_output_size(self.cell))
         if not self.attention.built:
-            self.attention.build(query_shape, tuple(memory_shape))
+            self.attention.build((None, self._query_size()), tuple(memory_shape))
         if not self.cell.built:
-            self.cell.build((None, self._cell_input_size(inputs_shape[-1], memory_shape[-1])))
+            self._build_cell(inputs_shape, memory_shape)
         self._build_own(inputs_shape, memory_shape)
         self.built = True
+
+    def _build_cell(self, inputs_shape, memory_shape):
+        """Builds the cell (a stack: each cell on the one below's output)."""
+        self.cell.build((None, self._cell_input_size(inputs_shape[-1], memory_shape[-1])))
 
     def _build_own(self, inputs_shape, memory_shape):
         """Builds the decoder's own weights, if any."""

@@ -19,7 +19,7 @@ BLOCK = re.compile(re.escape(MARKER) + r"\n```python\n(.*?)\n```", re.DOTALL)
 PAGES = {
     "README.md": 2,
     "docs/migrating-from-tensorflow-addons.md": 5,
-    "docs/layers.md": 7,
+    "docs/layers.md": 8,
 }
 
 

@@ -13,6 +13,8 @@ TINY = {
     "rnnencdec": {"embedding_dim": 6, "hidden_dim": 8, "readout_dim": 6},
     "rnnsearch": {"embedding_dim": 6, "hidden_dim": 8, "attention_units": 5, "maxout_units": 4},
     "luong": {"embedding_dim": 6, "hidden_dim": 8, "num_layers": 2, "window": 2},
+    # Three layers: the third is the first residual one.
+    "gnmt": {"embedding_dim": 6, "hidden_dim": 8, "num_layers": 3, "attention_units": 5},
     "transformer": {
         "d_model": 8,
         "num_heads": 2,

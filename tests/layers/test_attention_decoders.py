@@ -1,4 +1,4 @@
-"""BahdanauDecoder and LuongDecoder: the formulas, both ways of running them, and
+"""BahdanauDecoder, LuongDecoder and GNMTDecoder: the formulas, both ways of running them, and
 the layer contract."""
 
 import keras
@@ -17,6 +17,7 @@ from numpy_reference import sigmoid
 
 from zoo.layers import AdditiveAttention
 from zoo.layers import BahdanauDecoder
+from zoo.layers import GNMTDecoder
 from zoo.layers import LocalAttention
 from zoo.layers import LuongAttention
 from zoo.layers import LuongDecoder
@@ -81,17 +82,32 @@ DECODERS = {
     "luong_gru_local_p_feeding": lambda **kw: LuongDecoder(
         keras.layers.GRUCell(UNITS, **kw), LocalAttention(mode="local-p", window=1, **kw), **kw
     ),
+    # The bottom cell wider than the others: the query is the bottom's state.
+    "gnmt_stacked_normalized_additive": lambda **kw: GNMTDecoder(
+        [keras.layers.LSTMCell(5, **kw), keras.layers.LSTMCell(UNITS, **kw),
+         keras.layers.GRUCell(UNITS, **kw)],
+        AdditiveAttention(units=3, normalize=True, **kw),
+        output_context=True,
+        **kw,
+    ),
 }
 SPATIAL = "bahdanau_lstm_spatial"
 DECODERS[SPATIAL] = lambda **kw: BahdanauDecoder(
     keras.layers.LSTMCell(UNITS, **kw), SpatialSoftAttention(units=3, **kw), **kw
 )
 # Each check of the layer contract calls the layer a dozen times, and JAX
-# compiles the step loop anew at each eager call: the two styles only.
+# compiles the step loop anew at each eager call: the two styles only there,
+# and GNMT's decoder too on the other backends (its loop is the base's).
 CONTRACT_CHECKED = ("bahdanau_gru_additive", "luong_lstm_general_feeding")
-# The three ways a target runs: Bahdanau's loop, Luong's loop with input
-# feeding, and Luong's keras RNN then attention at once without it.
-MASK_CHECKED = CONTRACT_CHECKED + ("luong_stacked_local_m_no_feeding",)
+if keras.backend.backend() != "jax":
+    CONTRACT_CHECKED += ("gnmt_stacked_normalized_additive",)
+# The three ways a target runs: Bahdanau's loop (GNMT's too), Luong's loop
+# with input feeding, and Luong's keras RNN then attention at once without it.
+MASK_CHECKED = (
+    "bahdanau_gru_additive",
+    "luong_lstm_general_feeding",
+    "luong_stacked_local_m_no_feeding",
+)
 
 
 @pytest.fixture(params=sorted(DECODERS))
@@ -159,6 +175,37 @@ def test_luong_decoder_matches_the_papers_formula(input_feeding):
         context, alpha = general_attention(h, memory, MEMORY_MASK, w_a)
         feed = attentional_state(context, h, w_c)
         expected.append(feed)
+        expected_alignment.append(alpha)
+    np.testing.assert_allclose(to_numpy(outputs), np.stack(expected, 1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        to_numpy(alignment), np.stack(expected_alignment, 1), rtol=1e-5, atol=1e-6
+    )
+
+
+def test_gnmt_decoder_matches_the_papers_formula():
+    """c_t = attention(h^1_{t-1}); h^i_t = cell_i([x^i_t; c_t]); x^{i+1} = h^i_t
+    (+ x^i_t from layer 3 on); output [x^4_t; c_t]."""
+    inputs, memory = inputs_and_memory()
+    decoder = DECODERS["gnmt_stacked_normalized_additive"]()
+    rng = np.random.default_rng(1)
+    sizes = (5, 5, UNITS, UNITS, UNITS)  # (h, c) of two LSTMs, then a GRU's h
+    initial = [rng.normal(size=(BATCH, size)).astype("float32") for size in sizes]
+    decoder.build(inputs.shape, memory.shape)
+    randomize_biases(decoder)
+    outputs, alignment = decoder(
+        inputs, memory, memory_mask=MEMORY_MASK, initial_state=initial, return_attention=True
+    )
+    w, b, u, v = additive_weights(decoder.attention)
+    v = to_numpy(decoder.attention.attention_g) * v / np.linalg.norm(v)
+    cells = [cell_weights(cell) for cell in decoder.cells]
+    (h1, c1), (h2, c2), h3 = initial[:2], initial[2:4], initial[4]
+    expected, expected_alignment = [], []
+    for t in range(STEPS):
+        context, alpha = additive_attention(h1, memory, MEMORY_MASK, w, b, u, v)
+        h1, c1 = lstm_step(np.concatenate([inputs[:, t], context], -1), h1, c1, *cells[0])
+        h2, c2 = lstm_step(np.concatenate([h1, context], -1), h2, c2, *cells[1])
+        h3 = gru_step(np.concatenate([h2, context], -1), h3, *cells[2])
+        expected.append(np.concatenate([h3 + h2, context], -1))  # layer 3 is residual
         expected_alignment.append(alpha)
     np.testing.assert_allclose(to_numpy(outputs), np.stack(expected, 1), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(
@@ -311,6 +358,21 @@ def test_a_subclassed_model_trains_with_fit():
         (lambda: BahdanauDecoder("gru", AdditiveAttention(2)), "cell"),
         (lambda: BahdanauDecoder(keras.layers.GRUCell(2), keras.layers.Dense(2)), "attention"),
         (lambda: LuongDecoder(keras.layers.GRUCell(2), LuongAttention(), units=0), "units"),
+        (
+            lambda: GNMTDecoder(
+                [keras.layers.LSTMCell(2) for _ in range(2)],
+                AdditiveAttention(2),
+                first_residual_layer=1,
+            ),
+            "first_residual_layer",
+        ),
+        (
+            lambda: GNMTDecoder(
+                [keras.layers.LSTMCell(2), keras.layers.LSTMCell(2), keras.layers.LSTMCell(3)],
+                AdditiveAttention(2),
+            ),
+            "output size",
+        ),
     ],
 )
 def test_bad_arguments_are_named(build, message):

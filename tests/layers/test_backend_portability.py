@@ -41,8 +41,8 @@ RECIPE_MODULES = sorted(
     info.name for info in pkgutil.iter_modules(zoo.recipes.__path__) if not info.ispkg
 )
 KNOWN_RECIPE_MODULES = {
-    "contract", "decoding", "luong", "rnnencdec", "rnnsearch", "seq2seq", "show_attend_tell",
-    "transformer",
+    "contract", "decoding", "gnmt", "luong", "rnnencdec", "rnnsearch", "seq2seq",
+    "show_attend_tell", "transformer",
 }
 TESTS_DIRECTORY = str(Path(__file__).resolve().parents[1])
 
@@ -105,10 +105,13 @@ CALLS = {
     "masked_softmax": lambda: L.masked_softmax(query, query > 0),
     "masked_sparsemax": lambda: L.masked_sparsemax(query, query > 0),
     "BaseAttention": lambda: None,  # abstract; every subclass above is called
-    "AttentionDecoder": lambda: None,  # abstract; both decoders are called
+    "AttentionDecoder": lambda: None,  # abstract; every decoder is called
     "BahdanauDecoder": lambda: L.BahdanauDecoder(
         keras.layers.GRUCell(4), L.SpatialSoftAttention(units=4)
     )(query, grid, return_attention=True),
+    "GNMTDecoder": lambda: L.GNMTDecoder(
+        [keras.layers.LSTMCell(4) for _ in range(3)], L.AdditiveAttention(units=4, normalize=True)
+    )(query, value, memory_mask=value_mask),
     "LuongDecoder": lambda: L.LuongDecoder(
         [keras.layers.LSTMCell(4), keras.layers.LSTMCell(4)], L.LocalAttention(mode="local-m", window=1)
     )(query, value, memory_mask=value_mask),

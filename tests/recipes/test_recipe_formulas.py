@@ -12,6 +12,7 @@ import pytest
 from keras import ops
 
 from numpy_reference import masked_softmax
+from zoo.recipes.gnmt import GNMT
 from zoo.recipes.luong import Luong
 from zoo.recipes.rnnencdec import RNNEncDec
 from zoo.recipes.rnnsearch import RNNSearch
@@ -77,13 +78,15 @@ def lstm_cell(model, name, x, h, c):
     return sigmoid(o) * np.tanh(c), c
 
 
-def additive_attention(model, prefix, query, memory, mask):
-    """Bahdanau's `v^T tanh(W_a q + U_a h_j)`, softmax over valid j."""
+def additive_attention(model, prefix, query, memory, mask, normalize=False):
+    """Bahdanau's `v^T tanh(W_a q + U_a h_j)`, softmax over valid j; with
+    `normalize`, `v` is `g v / ||v||` (normalised Bahdanau attention)."""
     projected_query = dense(model, f"{prefix}/query_dense", query)
     projected_keys = dense(model, f"{prefix}/key_dense", memory)
-    scores = np.tanh(projected_query[:, None, :] + projected_keys) @ weight(
-        model, f"{prefix}/attention_v"
-    )
+    v = weight(model, f"{prefix}/attention_v")
+    if normalize:
+        v = weight(model, f"{prefix}/attention_g") * v / np.linalg.norm(v)
+    scores = np.tanh(projected_query[:, None, :] + projected_keys) @ v
     alpha = masked_softmax(scores, mask)
     return (alpha[:, :, None] * memory).sum(axis=1), alpha
 
@@ -228,6 +231,68 @@ def test_luong_local_p_predicts_its_centre_and_weighs_by_the_gaussian():
         )
         assert_close(attention, alpha, f"alpha at step {step}")
         assert_close(logits, dense(model, "output_projection", attentional), f"logits at step {step}")
+
+
+def lstm_over_source(model, name, inputs, mask, backwards=False):
+    """Keras' LSTM over `[B, S, D]`, a padded step keeping the state: the
+    outputs `[B, S, H]` (valid positions only) and the final (h, c)."""
+    units = weight(model, f"{name}/recurrent_kernel").shape[0]
+    h = c = np.zeros((inputs.shape[0], units))
+    outputs = np.zeros(inputs.shape[:2] + (units,))
+    positions = range(inputs.shape[1])
+    for j in reversed(positions) if backwards else positions:
+        new_h, new_c = lstm_cell(model, name, inputs[:, j], h, c)
+        keep = mask[:, j, None]
+        h, c = np.where(keep, new_h, h), np.where(keep, new_c, c)
+        outputs[:, j] = h
+    return outputs, h, c
+
+
+def test_gnmt_bidirectional_bottom_residuals_from_layer_3_and_context_to_every_layer():
+    # Wu et al. 2016, section 3: layer 1 of the encoder is bidirectional;
+    # x^{i+1} = LSTM_i(x^i) + x^i from layer 3 on, in encoder and decoder;
+    # the bottom decoder layer's h^1_{t-1} attends (normalised Bahdanau) and
+    # the context is fed to every decoder layer; the softmax reads the top.
+    layers, hidden = 4, 6
+    model = randomized(
+        GNMT(11, 13, embedding_dim=5, hidden_dim=hidden, num_layers=layers, attention_units=4)
+    )
+    state = model.encode(SOURCE)
+    mask = SOURCE != 0
+    x = weight(model, "source_embedding/embeddings")[SOURCE]
+    forward, *_ = lstm_over_source(model, "encoder_0/forward_lstm/lstm_cell", x, mask)
+    backward, h, c = lstm_over_source(
+        model, "encoder_0/backward_lstm/lstm_cell", x, mask, backwards=True
+    )
+    x = np.concatenate([forward, backward], -1)
+    states = [(h, c)]  # decoder layer i starts from encoder layer i's final state
+    for i in range(1, layers):
+        outputs, h, c = lstm_over_source(model, f"encoder_{i}/lstm_cell", x, mask)
+        x = outputs + x if i + 1 >= 3 else outputs
+        states.append((h, c))
+    memory = numpy(state["memory"])
+    assert_close(memory[mask], x[mask], "the top encoder layer's outputs")
+    for i, (h, c) in enumerate(states):
+        assert_close(state[f"h_{i}"], h, f"h_{i} from encoder layer {i + 1}")
+        assert_close(state[f"c_{i}"], c, f"c_{i} from encoder layer {i + 1}")
+    embeddings = weight(model, "target_embedding/embeddings")
+    for step, tokens in enumerate(TOKENS):
+        logits, state, attention = model.decode_step(tokens, state, step)
+        context, alpha = additive_attention(
+            model, "decoder/attention", states[0][0], memory, mask, normalize=True
+        )
+        x = embeddings[tokens]
+        for i in range(layers):
+            h, c = lstm_cell(
+                model, f"decoder_cell_{i}", np.concatenate([x, context], -1), *states[i]
+            )
+            states[i] = (h, c)
+            x = h + x if i + 1 >= 3 else h
+        assert_close(attention, alpha, f"alpha at step {step}")
+        for i, (h, c) in enumerate(states):
+            assert_close(state[f"h_{i}"], h, f"decoder h_{i} at step {step}")
+            assert_close(state[f"c_{i}"], c, f"decoder c_{i} at step {step}")
+        assert_close(logits, dense(model, "output_projection", x), f"logits at step {step}")
 
 
 @pytest.mark.parametrize("cell_type", ["gru", "lstm"])
