@@ -38,7 +38,7 @@ def sample_locations(attention, noise):
 
     >>> alpha = np.array([[0.2, 0.5, 0.3]], "float32")
     >>> [int(sample_locations(alpha, np.array([u], "float32"))[0])
-    ...  for u in (0.1, 0.2, 0.69, 0.7, 0.99)]
+    ...  for u in (0.1, 0.3, 0.69, 0.75, 0.99)]
     [0, 1, 1, 2, 2]
     """
     cumulative = ops.cumsum(ops.cast(attention, "float32"), axis=-1)
