@@ -153,11 +153,8 @@ class SampledAttentionDecoder(BahdanauDecoder):
             query, memory, projected_memory, memory_mask, step, training
         )
         location = sample_locations(alpha, noise)
-        chosen = ops.cast(
-            ops.equal(ops.expand_dims(ops.arange(ops.shape(alpha)[-1]), 0),
-                      ops.expand_dims(location, -1)),
-            memory.dtype,
-        )
+        positions = ops.expand_dims(ops.arange(ops.shape(alpha)[-1], dtype="int32"), 0)
+        chosen = ops.cast(ops.equal(positions, ops.expand_dims(location, -1)), memory.dtype)
         sampled_context = ops.einsum("bl,bld->bd", chosen, memory)
         gate = self.attention.gate_dense
         if gate is not None:

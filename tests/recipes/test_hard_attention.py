@@ -6,7 +6,6 @@ The preset sweep (test_recipes.py) trains `show_attend_tell_hard_small` with
 `fit` on every backend, and holds decode_step to teacher forcing.
 """
 
-import keras
 import numpy as np
 import pytest
 from keras import ops
