@@ -1,4 +1,5 @@
-"""Show, Attend and Tell: Xu et al. (2015), image captioning with soft attention."""
+"""Show, Attend and Tell: Xu et al. (2015), image captioning with soft or
+stochastic hard attention."""
 
 import importlib
 
@@ -8,9 +9,16 @@ from keras import ops
 from zoo.layers import BahdanauDecoder
 from zoo.layers import SpatialSoftAttention
 from zoo.layers import doubly_stochastic_penalty
+from zoo.recipes._hard_attention import SampledAttentionDecoder
+from zoo.recipes._hard_attention import attention_entropy
+from zoo.recipes._hard_attention import hard_attention_surrogate
+from zoo.recipes._hard_attention import next_tokens
 from zoo.recipes.seq2seq import AttentionDecoderModel
 
 SMALL_CNN = "small_cnn"
+ATTENTION_TYPES = ("soft", "hard")
+# b <- 0.9 b + 0.1 log p(y|s,a): the paper's moving average (section 4.1).
+BASELINE_DECAY = 0.9
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -36,6 +44,10 @@ class AddCoordinates(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (input_shape[-1] + 2,)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def small_cnn(
@@ -129,7 +141,7 @@ def _application_preprocess(constructor):
 
 @keras.saving.register_keras_serializable(package="zoo")
 class ShowAttendTell(AttentionDecoderModel):
-    """The "soft" attention captioner of Xu et al. (2015).
+    """The captioner of Xu et al. (2015), with "soft" or "hard" attention.
 
     - Encoder: a CNN turns the image into L = H x W annotation vectors
       `a_i` (a small CNN trained from scratch, or any `keras.applications`
@@ -147,6 +159,33 @@ class ShowAttendTell(AttentionDecoderModel):
       batch's captions is divided by the same token count: the total is the
       paper's objective, `sum of -log p + lambda * penalty` over captions,
       per target token.
+
+    With `attention="hard"` (section 4.1), training (`call(...,
+    training=True)`, what `fit` runs) samples at each step a location
+    `s_t ~ alpha_t` and the context is that one annotation vector, gated:
+    `z_t = beta_t a_{s_t}`; for a caption chosen with probability
+    `expected_context_probability` (0.5, the paper's) the step keeps the
+    expected context `beta_t sum_i alpha_ti a_i` instead. The uniform
+    numbers of every step are drawn before the decoder's loop (`fit`'s
+    compiled JAX train step refuses a random draw inside it) and the step
+    samples by inverse CDF. The locations get no gradient from the
+    cross-entropy, so `add_loss` adds the negative of the paper's estimator
+    for them (equation 12, `hard_attention_surrogate`), over the sampled
+    captions, per target token like the penalty:
+    `-(lambda_r (log p(y|s,a) - b) log p(s|a) + lambda_e H[s])`, the reward
+    `log p(y|s,a)` held constant; `b` is the non-trainable weight
+    `reward_baseline`, a moving average of the batch's mean caption
+    log-likelihood updated at each training call (`b <- 0.9 b + 0.1 log p`,
+    starting from the first batch's). The caption targets come from
+    `target_in` as `zoo.data` builds them (`target_out` is `target_in`
+    shifted left, with EOS after the last token). Everywhere else (`call`
+    without training, `decode_step`, greedy and beam search,
+    `attention_weights`, the exported models) the model uses the expected
+    context, as the authors' code does at test time (arctic-captions'
+    `build_sampler` without sampling), so teacher forcing and decoding
+    compute the same thing, the 0.5 of expected-context captions trains
+    that path, and a hard model decodes exactly as a soft one with its
+    weights.
 
     Inputs are `{"image": float [B, image_size, image_size, 3] in [0, 1],
     "target_in": int [B, T]}`; the output is logits `[B, T, V]`.
@@ -169,6 +208,17 @@ class ShowAttendTell(AttentionDecoderModel):
         attention_units: the attention MLP size.
         dropout: float, dropout on embeddings and before `L_o`.
         doubly_stochastic_lambda: float >= 0, lambda (1.0 in the paper).
+        attention: `"soft"` (deterministic, section 4.2) or `"hard"`
+            (stochastic, section 4.1).
+        reinforce_weight: float >= 0, lambda_r, the weight of the
+            REINFORCE term of `attention="hard"` (0.1: the authors' code
+            divides that term by 10; the paper gives no value).
+        entropy_weight: float >= 0, lambda_e, the weight of its entropy
+            term (the paper gives no value; 0.01 is untuned).
+        expected_context_probability: float in [0, 1], the probability that
+            a caption trains with the expected context instead of sampled
+            locations (`attention="hard"`).
+        sampling_seed: optional int, the seed of the locations' draws.
         **kwargs: see `AttentionDecoderModel`.
 
     References:
@@ -197,15 +247,38 @@ class ShowAttendTell(AttentionDecoderModel):
         attention_units=128,
         dropout=0.0,
         doubly_stochastic_lambda=1.0,
+        attention="soft",
+        reinforce_weight=0.1,
+        entropy_weight=0.01,
+        expected_context_probability=0.5,
+        sampling_seed=None,
         **kwargs,
     ):
         super().__init__(target_vocabulary_size, **kwargs)
-        if isinstance(doubly_stochastic_lambda, bool) or not (
-            isinstance(doubly_stochastic_lambda, (int, float)) and doubly_stochastic_lambda >= 0
+        if attention not in ATTENTION_TYPES:
+            raise ValueError(
+                f"`attention` must be one of {', '.join(repr(a) for a in ATTENTION_TYPES)}. "
+                f"Received: attention={attention!r}"
+            )
+        for name, value in (
+            ("doubly_stochastic_lambda", doubly_stochastic_lambda),
+            ("reinforce_weight", reinforce_weight),
+            ("entropy_weight", entropy_weight),
+        ):
+            if not _is_number(value) or value < 0:
+                raise ValueError(f"`{name}` must be a float >= 0. Received: {name}={value!r}")
+        if not _is_number(expected_context_probability) or not (
+            0 <= expected_context_probability <= 1
         ):
             raise ValueError(
-                "`doubly_stochastic_lambda` must be a float >= 0. Received: "
-                f"doubly_stochastic_lambda={doubly_stochastic_lambda!r}"
+                "`expected_context_probability` must be a float in [0, 1]. Received: "
+                f"expected_context_probability={expected_context_probability!r}"
+            )
+        if sampling_seed is not None and (
+            isinstance(sampling_seed, bool) or not isinstance(sampling_seed, int)
+        ):
+            raise ValueError(
+                f"`sampling_seed` must be None or an int. Received: sampling_seed={sampling_seed!r}"
             )
         self.image_size = image_size
         self.encoder = encoder
@@ -220,6 +293,11 @@ class ShowAttendTell(AttentionDecoderModel):
         self.attention_units = attention_units
         self.dropout = dropout
         self.doubly_stochastic_lambda = float(doubly_stochastic_lambda)
+        self.attention_type = attention
+        self.reinforce_weight = float(reinforce_weight)
+        self.entropy_weight = float(entropy_weight)
+        self.expected_context_probability = float(expected_context_probability)
+        self.sampling_seed = sampling_seed
 
         if encoder == SMALL_CNN:
             self.image_encoder = small_cnn(
@@ -250,12 +328,26 @@ class ShowAttendTell(AttentionDecoderModel):
         self.initial_cell = keras.layers.Dense(
             hidden_dim, activation="tanh", dtype=policy, name="init_c"
         )
-        self.decoder = BahdanauDecoder(
+        # The same sublayers and weight names for both kinds of attention, so
+        # that a hard model's weights load into a soft one and back.
+        decoder_class = SampledAttentionDecoder if attention == "hard" else BahdanauDecoder
+        self.decoder = decoder_class(
             keras.layers.LSTMCell(hidden_dim, dtype=policy, name="decoder_cell"),
             SpatialSoftAttention(attention_units, dtype=policy, name="attention"),
             dtype=policy,
             name="decoder",
         )
+        if attention == "hard":
+            self.sampling_seed_generator = keras.random.SeedGenerator(sampling_seed)
+            self.reward_baseline = self.add_weight(
+                shape=(), initializer="zeros", trainable=False, dtype="float32",
+                name="reward_baseline",
+            )
+            # How many training calls updated the baseline: the first sets it.
+            self.reward_baseline_updates = self.add_weight(
+                shape=(), initializer="zeros", trainable=False, dtype="float32",
+                name="reward_baseline_updates",
+            )
         self.hidden_to_output = keras.layers.Dense(embedding_dim, dtype=policy, name="L_h")
         self.context_to_output = keras.layers.Dense(embedding_dim, dtype=policy, name="L_z")
         self.output_projection = keras.layers.Dense(
@@ -283,7 +375,9 @@ class ShowAttendTell(AttentionDecoderModel):
         features = ops.reshape(grid, (-1, self.grid_shape[0] * self.grid_shape[1], self.annotation_dim))
         mean = ops.mean(features, axis=1)
         if not self.decoder.built:
-            self.decoder.build((None, None, self.embedding_dim), (None, None, self.annotation_dim))
+            # The sampled-attention decoder reads [E y; u; e] (SampledAttentionDecoder).
+            inputs_size = self.embedding_dim + (2 if self.hard_attention else 0)
+            self.decoder.build((None, None, inputs_size), (None, None, self.annotation_dim))
         return {
             "features": features,
             "projected_features": self.decoder.project_memory(features),
@@ -294,21 +388,60 @@ class ShowAttendTell(AttentionDecoderModel):
     def embed_targets(self, tokens, training=None):
         return self.embedding_dropout(self.target_embedding(tokens), training=training)
 
+    @property
+    def hard_attention(self):
+        return self.attention_type == "hard"
+
     def recurrent_step(self, embedded, state, step):
+        if self.hard_attention:
+            # The expected context at test time: u = 0, e = 1.
+            ones = ops.ones_like(embedded[:, :1])
+            embedded_in = ops.concatenate([embedded, 0.0 * ones, ones], axis=-1)
+        else:
+            embedded_in = embedded
         outputs, (hidden, cell), alpha = self.decoder.step(
-            embedded,
+            embedded_in,
             [state["hidden"], state["cell"]],
             state["features"],
             projected_memory=state["projected_features"],
             step=step,
         )
+        if self.hard_attention:
+            outputs = outputs[..., :-1]
         # outputs = [h_t; z_t]: the deep output reads [E y_{t-1}; h_t; z_t].
         features = ops.concatenate([embedded, outputs], axis=-1)
         return features, dict(state, hidden=hidden, cell=cell), alpha
 
     def run_recurrence(self, embedded, state, training=None):
+        features, attention, _, _ = self._run_decoder(embedded, state, training=training)
+        return features, attention
+
+    def _run_decoder(self, embedded, state, training=None):
+        """`run_recurrence`, and for sampled hard attention (`attention="hard"`,
+        training) the `log alpha_t[s_t]` of each step `[B, T]` and which
+        captions sampled `[B]` (float 0/1); None and None otherwise."""
+        sampling = self.hard_attention and bool(training)
+        decoder_inputs = embedded
+        sampled = None
+        if self.hard_attention:
+            ones = ops.ones_like(embedded[..., :1])
+            if sampling:
+                batch_shape = ops.shape(embedded)[:2]
+                noise = keras.random.uniform(
+                    batch_shape, seed=self.sampling_seed_generator, dtype="float32"
+                )
+                coin = keras.random.uniform(
+                    batch_shape[:1], seed=self.sampling_seed_generator, dtype="float32"
+                )
+                sampled = ops.cast(coin >= self.expected_context_probability, "float32")
+                expected = ops.expand_dims(1.0 - sampled, -1) * ops.cast(ones[..., 0], "float32")
+                columns = [ops.expand_dims(noise, -1), ops.expand_dims(expected, -1)]
+                columns = [ops.cast(column, embedded.dtype) for column in columns]
+            else:
+                columns = [0.0 * ones, ones]
+            decoder_inputs = ops.concatenate([embedded] + columns, axis=-1)
         outputs, attention = self.decoder(
-            embedded,
+            decoder_inputs,
             state["features"],
             initial_state=[state["hidden"], state["cell"]],
             projected_memory=state["projected_features"],
@@ -316,7 +449,12 @@ class ShowAttendTell(AttentionDecoderModel):
             xla=self.step_loop_compiles_with_xla,
             training=training,
         )
-        return ops.concatenate([ops.cast(embedded, outputs.dtype), outputs], axis=-1), attention
+        log_prob = None
+        if self.hard_attention:
+            log_prob = ops.cast(outputs[..., -1], "float32") if sampling else None
+            outputs = outputs[..., :-1]
+        features = ops.concatenate([ops.cast(embedded, outputs.dtype), outputs], axis=-1)
+        return features, attention, log_prob, sampled
 
     def output_logits(self, features, training=None):
         embedded = features[..., : self.embedding_dim]
@@ -329,10 +467,58 @@ class ShowAttendTell(AttentionDecoderModel):
         target_in = inputs["target_in"]
         state = self.encode(inputs["image"], training=training)
         embedded = self.embed_targets(target_in, training=training)
-        features, attention = self.run_recurrence(embedded, state, training=training)
+        features, attention, log_prob, sampled = self._run_decoder(
+            embedded, state, training=training
+        )
         if self.doubly_stochastic_lambda:
             self.add_loss(self.doubly_stochastic_loss(attention, target_in))
-        return self.output_logits(features, training=training)
+        logits = self.output_logits(features, training=training)
+        if log_prob is not None:
+            self.add_loss(self.hard_attention_loss(logits, attention, log_prob, sampled, target_in))
+        return logits
+
+    def hard_attention_loss(self, logits, attention, log_prob, sampled, target_in):
+        """The negative REINFORCE surrogate of the sampled captions, divided
+        by the number of target tokens, less its own value (the loss is 0,
+        its gradient the estimator's); and the baseline's update.
+
+        Args:
+            logits: `[B, T, V]`, the training call's, with sampled locations.
+            attention: `[B, T, L]`, the distributions the locations were
+                sampled from.
+            log_prob: `[B, T]`, `log alpha_t[s_t]` of each step.
+            sampled: `[B]`, 1.0 for a caption with sampled locations, 0.0 for
+                one with the expected context (no REINFORCE term).
+            target_in: `[B, T]` ids; PAD steps are left out.
+        """
+        mask = ops.not_equal(target_in, self.pad_id)
+        step_mask = ops.cast(mask, "float32")
+        targets = next_tokens(target_in, self.pad_id, self.eos_id)
+        token_log_likelihood = -keras.losses.sparse_categorical_crossentropy(
+            targets, ops.cast(logits, "float32"), from_logits=True
+        )
+        reward = ops.sum(token_log_likelihood * step_mask, axis=1)
+        surrogate = hard_attention_surrogate(
+            ops.sum(log_prob * step_mask, axis=1),
+            attention_entropy(attention, mask),
+            reward,
+            ops.convert_to_tensor(self.reward_baseline),
+            self.reinforce_weight,
+            self.entropy_weight,
+        )
+        self._update_reward_baseline(ops.mean(ops.stop_gradient(reward)))
+        tokens = ops.maximum(ops.sum(step_mask), 1.0)
+        loss = -ops.sum(surrogate * sampled) / tokens
+        # Its gradient without its value, so that the loss `fit` reports stays
+        # the cross-entropy (and penalty), comparable with soft attention's.
+        return loss - ops.stop_gradient(loss)
+
+    def _update_reward_baseline(self, batch_reward):
+        updates = ops.convert_to_tensor(self.reward_baseline_updates)
+        baseline = ops.convert_to_tensor(self.reward_baseline)
+        moved = BASELINE_DECAY * baseline + (1.0 - BASELINE_DECAY) * batch_reward
+        self.reward_baseline.assign(ops.where(updates > 0, moved, batch_reward))
+        self.reward_baseline_updates.assign(updates + 1.0)
 
     def doubly_stochastic_loss(self, attention, target_in):
         """`lambda * sum over captions of sum_i (1 - sum_t alpha_ti)^2`, divided
@@ -370,6 +556,11 @@ class ShowAttendTell(AttentionDecoderModel):
                 "attention_units": self.attention_units,
                 "dropout": self.dropout,
                 "doubly_stochastic_lambda": self.doubly_stochastic_lambda,
+                "attention": self.attention_type,
+                "reinforce_weight": self.reinforce_weight,
+                "entropy_weight": self.entropy_weight,
+                "expected_context_probability": self.expected_context_probability,
+                "sampling_seed": self.sampling_seed,
             }
         )
         return config

@@ -108,7 +108,8 @@ def check_layer(make_layer, query, value, tmp_path, call_kwargs=None):
 
 
 def gradient_magnitudes(model, x, y, loss_fn):
-    """{weight path: max |d loss / d weight|} for every trainable weight.
+    """{weight path: max |d loss / d weight|} for every trainable weight, the
+    loss being `loss_fn` plus the losses the model adds in its training call.
 
     A backend-specific gradient (tests may import the backends; the library
     may not): unlike "did one SGD step move the weight", it also sees a
@@ -116,15 +117,20 @@ def gradient_magnitudes(model, x, y, loss_fn):
     """
     backend = keras.backend.backend()
     weights = model.trainable_variables
+
+    def total(output, added_losses):
+        # With the losses the call adds (`add_loss`), as `fit` minimises them.
+        return loss_fn(y, output) + sum(ops.cast(loss, "float32") for loss in added_losses)
+
     if backend == "tensorflow":
         import tensorflow as tf
 
         with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
+            loss = total(model(x, training=True), model.losses)
         gradients = tape.gradient(loss, weights)
     elif backend == "torch":
         model.zero_grad()
-        loss = loss_fn(y, model(x, training=True))
+        loss = total(model(x, training=True), model.losses)
         loss.backward()
         gradients = [w.value.grad for w in weights]
     else:
@@ -133,8 +139,10 @@ def gradient_magnitudes(model, x, y, loss_fn):
         non_trainable = [w.value for w in model.non_trainable_variables]
 
         def loss_of(trainable):
-            output, _ = model.stateless_call(trainable, non_trainable, x, training=True)
-            return loss_fn(y, output)
+            output, _, losses = model.stateless_call(
+                trainable, non_trainable, x, training=True, return_losses=True
+            )
+            return total(output, losses)
 
         gradients = jax.grad(loss_of)([w.value for w in weights])
     return {

@@ -34,6 +34,9 @@ TINY = {
         "embedding_dim": 6,
         "hidden_dim": 8,
         "attention_units": 5,
+        # Hard attention samples its locations: a fixed seed, so that two
+        # models of one config train alike (the XLA test compares them).
+        "sampling_seed": 0,
     },
 }
 
@@ -73,7 +76,8 @@ def presets_under_test():
     before it (presets that differ only in sizes, e.g. `rnnsearch_small` and
     `rnnsearch_multi30k`, give the same tiny model, so the same test); on jax
     and torch, one per recipe and attention distribution (`probability_fn`,
-    or monotonic attention, whose stops are code of their own).
+    monotonic attention, whose stops are code of their own, or hard
+    attention, whose sampling and REINFORCE loss are).
 
     On jax and torch the presets of one recipe differ only in options whose
     backend-specific code is the same (sparsemax's sort is not), and jax
@@ -89,7 +93,9 @@ def presets_under_test():
             kind = (
                 preset["recipe"],
                 preset["model"].get("probability_fn", "softmax"),
-                preset["model"].get("attention") == "monotonic",
+                preset["model"].get("attention") if preset["model"].get("attention") in (
+                    "monotonic", "hard"
+                ) else None,
             )
         first_of_kind.setdefault(kind, name)
     return sorted(first_of_kind.values())

@@ -100,6 +100,31 @@ SYNTHETIC_CAPTIONS_TRAINING = {
 
 _SMALL_RNN = {"embedding_dim": 64, "hidden_dim": 128}
 
+# The small captioner of the synthetic shapes, soft or hard attention.
+_SHOW_ATTEND_TELL_SMALL = {
+    "image_size": 64,
+    "encoder": "small_cnn",
+    # A 16x16 grid of 4-pixel cells, each annotation seeing 31 pixels
+    # (three grid layers), because on a coarser grid the attention
+    # peak often sits in the cell just outside a large object; the
+    # grid layers are depthwise-separable so that the fine grid trains
+    # as fast as a coarse one (docs/performance.md).
+    "encoder_filters": [32, 64],
+    "grid_layers": 3,
+    "separable_grid": True,
+    "feature_dim": 128,
+    "embedding_dim": 64,
+    "hidden_dim": 256,
+    "attention_units": 128,
+    "dropout": 0.1,
+    # The paper's lambda = 1 pulls every location's total attention
+    # towards 1, which spreads it near-uniformly when the grid has
+    # many more locations than a caption has words, and it localised
+    # worse than no penalty (docs/performance.md).
+    "doubly_stochastic_lambda": 0.0,
+    "max_target_length": 24,
+}
+
 
 def _luong_small(attention, score, **options):
     distribution = options.get("probability_fn", "softmax")
@@ -276,29 +301,16 @@ PRESETS = {
         "recipe": "show_attend_tell",
         "description": "Xu et al. 2015 soft attention, small CNN (16x16 grid), LSTM 256; "
         "synthetic shapes",
-        "model": {
-            "image_size": 64,
-            "encoder": "small_cnn",
-            # A 16x16 grid of 4-pixel cells, each annotation seeing 31 pixels
-            # (three grid layers), because on a coarser grid the attention
-            # peak often sits in the cell just outside a large object; the
-            # grid layers are depthwise-separable so that the fine grid trains
-            # as fast as a coarse one (docs/performance.md).
-            "encoder_filters": [32, 64],
-            "grid_layers": 3,
-            "separable_grid": True,
-            "feature_dim": 128,
-            "embedding_dim": 64,
-            "hidden_dim": 256,
-            "attention_units": 128,
-            "dropout": 0.1,
-            # The paper's lambda = 1 pulls every location's total attention
-            # towards 1, which spreads it near-uniformly when the grid has
-            # many more locations than a caption has words, and it localised
-            # worse than no penalty (docs/performance.md).
-            "doubly_stochastic_lambda": 0.0,
-            "max_target_length": 24,
-        },
+        "model": _SHOW_ATTEND_TELL_SMALL,
+        "training": SYNTHETIC_CAPTIONS_TRAINING,
+    },
+    # Section 4.1: a sampled location per step, trained by REINFORCE; it
+    # decodes with the expected context (docs/recipes.md).
+    "show_attend_tell_hard_small": {
+        "recipe": "show_attend_tell",
+        "description": "Xu et al. 2015 stochastic hard attention, small CNN (16x16 grid), "
+        "LSTM 256; synthetic shapes",
+        "model": {**_SHOW_ATTEND_TELL_SMALL, "attention": "hard"},
         "training": SYNTHETIC_CAPTIONS_TRAINING,
     },
     "show_attend_tell_flickr8k": {

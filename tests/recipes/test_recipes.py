@@ -93,6 +93,20 @@ def test_the_xla_subset_presets_name_presets_that_run():
     assert set(XLA_OPS_COVERED_BY) <= set(zoo.registry.PRESETS)
 
 
+def without_random_draws(name):
+    """Overrides that make a preset's train step use no random number.
+
+    TensorFlow's stateless random ops draw other numbers under XLA (they
+    pick their algorithm per compiler), so hard attention's sampled
+    locations differ between an XLA step and another one. With every
+    caption taking the expected context, its XLA graph, the sampling and
+    the REINFORCE loss included, must still give the same losses.
+    """
+    if zoo.registry.get_preset(name)["model"].get("attention") == "hard":
+        return {"expected_context_probability": 1.0}
+    return {}
+
+
 @pytest.mark.skipif(
     keras.backend.backend() != "tensorflow", reason="jit_compile=True is XLA only on TensorFlow"
 )
@@ -103,12 +117,12 @@ def test_xla_train_steps_match_the_uncompiled_ones(preset_name):
     # `zoo train --jit-compile on` for every preset: two XLA train steps
     # traced with unknown batch and lengths, as `fit` traces them on the
     # training data, give the losses of the uncompiled steps.
-    reference = tiny_model(preset_name)
+    reference = tiny_model(preset_name, **without_random_draws(preset_name))
     reference(inputs(preset_name))
     weights = reference.get_weights()
     losses = {}
     for jit_compile in (True, False):
-        model = tiny_model(preset_name)
+        model = tiny_model(preset_name, **without_random_draws(preset_name))
         model(inputs(preset_name))
         model.set_weights(weights)
         # XLA draws other random numbers than TensorFlow's kernels from the
