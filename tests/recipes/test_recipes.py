@@ -125,8 +125,8 @@ def test_xla_train_steps_match_the_uncompiled_ones(preset_name):
         model = tiny_model(preset_name, **without_random_draws(preset_name))
         model(inputs(preset_name))
         model.set_weights(weights)
-        # XLA draws other random numbers than TensorFlow's kernels from the
-        # same seed, so monotonic attention's training noise is left out.
+        # For the reason of `without_random_draws`, monotonic attention's
+        # training noise (a layer setting, no recipe argument) is turned off.
         for layer in model._flatten_layers():
             if hasattr(layer, "sigmoid_noise"):
                 layer.sigmoid_noise = 0.0
