@@ -4,7 +4,7 @@ the weights from the caption's likelihood.
 
 The pieces are small functions so that a test can check the estimator on a
 toy whose expected gradient is known exactly (tests/recipes/
-test_show_attend_tell.py), and a decoder that `ShowAttendTell(attention=
+test_hard_attention.py), and a decoder that `ShowAttendTell(attention=
 "hard")` runs: `SampledAttentionDecoder`.
 """
 
