@@ -275,9 +275,11 @@ def build_parser():
         description="Export a trained run for serving. saved_model: signatures "
         "`translate` (strings -> strings) or `caption` (image file bytes -> strings), "
         "and `logits` (teacher-forced); they need TensorFlow and tensorflow-text, "
-        "not this package (see zoo/export.py). onnx: encoder.onnx and decoder_step.onnx "
-        "with dynamic batch and length axes, which `zoo.export.onnx_runner` decodes with "
-        "onnxruntime (see zoo/onnx_export.py).",
+        "not this package (see zoo/export/saved_model.py). onnx: a folder that runs with "
+        "onnxruntime alone: encoder.onnx and decoder_step.onnx with dynamic batch and length "
+        "axes, the tokenizer files, manifest.json, README.md and run.py (`python run.py "
+        "\"a sentence\"`; see zoo/export/onnx_export.py). Both refuse requests over the "
+        "--max-batch, --max-image-bytes and --max-image-side limits.",
     )
     export.add_argument("run_dir", help="a run directory written by `zoo train`")
     export.add_argument(
@@ -298,14 +300,38 @@ def build_parser():
         "--beam",
         type=positive_int,
         default=1,
-        help="saved_model: beam width of the exported search (default 1: greedy)",
+        help="beam width of the exported search (default 1: greedy); for onnx, run.py's default",
     )
     export.add_argument(
         "--length-penalty",
         type=non_negative_float,
         default=0.6,
-        help="saved_model: GNMT length penalty of beam search (default 0.6)",
+        help="GNMT length penalty of beam search (default 0.6)",
     )
+    export.add_argument(
+        "--coverage-penalty",
+        type=non_negative_float,
+        default=0.0,
+        help="onnx: GNMT coverage penalty of run.py's beam search (default 0)",
+    )
+    export.add_argument(
+        "--quantize",
+        choices=("int8",),
+        help="onnx: int8 dynamic quantization of the matrix products (onnxruntime's)",
+    )
+    from zoo.export.onnx_runner import DEFAULT_LIMITS  # numpy and onnxruntime only
+
+    for name, what in (
+        ("max_batch", "sentences or images a request"),
+        ("max_image_bytes", "bytes of an image file (captioning)"),
+        ("max_image_side", "pixels of a decoded image's longer side (captioning)"),
+    ):
+        export.add_argument(
+            "--" + name.replace("_", "-"),
+            type=positive_int,
+            default=DEFAULT_LIMITS[name],
+            help=f"refuse requests over this many {what} (default {DEFAULT_LIMITS[name]})",
+        )
     add_beam_stop(export)
     export.add_argument(
         "--max-input-length",
@@ -504,7 +530,17 @@ def command_export(args):
     if args.format == "onnx":
         from zoo.export import onnx_export
 
-        path = onnx_export.export_onnx(args.run_dir, out, overwrite=args.overwrite)
+        path = onnx_export.export_onnx(
+            args.run_dir,
+            out,
+            overwrite=args.overwrite,
+            beam=args.beam,
+            length_penalty=args.length_penalty,
+            coverage_penalty=args.coverage_penalty,
+            stopping=args.beam_stop,
+            limits=request_limits(args),
+            quantize=args.quantize,
+        )
     else:
         from zoo.export import saved_model as export
 
@@ -518,6 +554,11 @@ def command_export(args):
             stopping=args.beam_stop,
         )
     print(f"{args.format}: {path}")
+
+
+def request_limits(args):
+    """The export's request limits, from the command line's flags."""
+    return {name: getattr(args, name) for name in ("max_batch", "max_image_bytes", "max_image_side")}
 
 
 def command_bench(args):

@@ -9,6 +9,9 @@ converted with tf2onnx. The folder it writes is everything
     decoder_step.onnx    previous_tokens (int32 [B]), step (int32 scalar),
                          the state entries -> logits [B, V], attention
                          [B, S], and new_<name> for each entry a step changes
+    run.py               the runner (`zoo.export.onnx_runner`, numpy and
+                         onnxruntime only), `python run.py "a sentence"`
+    README.md            how to run the folder, its inputs, outputs, limits
     source.vocab         source vocabulary (translation only)
     target.vocab         target (or caption) vocabulary
                          (the run's vocabulary files as they are: .model
@@ -20,7 +23,8 @@ converted with tf2onnx. The folder it writes is everything
                          state entry that gives the attention width, length
                          limits (the model's, and the training max_length
                          that cuts sources or captions), task, image size
-                         and grid, and the run's config
+                         and grid, the search settings, the request limits,
+                         and the run's config
 
 The two graphs follow the recipes' contract (DESIGN.md, "The one
 contract", `zoo.recipes.contract`): `encode(source) -> state` and
@@ -63,12 +67,15 @@ from zoo import runs
 from zoo.errors import ZooUserError
 from zoo.tasks import check_run_directory
 from zoo.tasks import task_for
-from zoo.export.onnx_format import DECODER_STEP
-from zoo.export.onnx_format import ENCODER
-from zoo.export.onnx_format import MANIFEST
-from zoo.export.onnx_format import MANIFEST_FORMAT
-from zoo.export.onnx_format import MANIFEST_VERSION
-from zoo.export.onnx_format import NEW_STATE_PREFIX
+from zoo.export import onnx_runner
+from zoo.export.onnx_runner import DECODER_STEP
+from zoo.export.onnx_runner import ENCODER
+from zoo.export.onnx_runner import MANIFEST
+from zoo.export.onnx_runner import MANIFEST_FORMAT
+from zoo.export.onnx_runner import MANIFEST_VERSION
+from zoo.export.onnx_runner import NEW_STATE_PREFIX
+from zoo.export.onnx_runner import README
+from zoo.export.onnx_runner import RUNNER
 from zoo.recipes.contract import carried_state_keys
 
 # tf2onnx's preferred opset (`tf2onnx.constants.PREFERRED_OPSET` of the
@@ -83,8 +90,19 @@ class OnnxExportError(ZooUserError):
     """A run that cannot be exported to ONNX, or an output folder in the way."""
 
 
-def export_onnx(run_dir, out, overwrite=False, opset=OPSET):
-    """Exports a run directory's model to ONNX: two graphs and a manifest.
+def export_onnx(
+    run_dir,
+    out,
+    overwrite=False,
+    opset=OPSET,
+    beam=1,
+    length_penalty=0.6,
+    coverage_penalty=0.0,
+    stopping="early",
+    limits=None,
+    quantize=None,
+):
+    """Exports a run directory's model to an ONNX folder that runs on its own.
 
     The folder is written under a temporary name next to `out` and renamed
     at the end, so `out` is never half-written.
@@ -94,6 +112,13 @@ def export_onnx(run_dir, out, overwrite=False, opset=OPSET):
         out: the folder to write (see the module docstring for its files).
         overwrite: replace `out` when it exists and is not empty.
         opset: the ONNX opset of the graphs.
+        beam, length_penalty, coverage_penalty, stopping: the search
+            settings the manifest holds: the runner's defaults.
+        limits: optional dict overriding `onnx_runner.DEFAULT_LIMITS`
+            (`max_batch`, `max_image_bytes`, `max_image_side`), the
+            runner's request limits.
+        quantize: None, or "int8" for onnxruntime's dynamic int8
+            quantization of the graphs' matrix products.
 
     Returns:
         The `Path` of `out`.
@@ -101,11 +126,18 @@ def export_onnx(run_dir, out, overwrite=False, opset=OPSET):
     Raises:
         RunDirectoryError: `run_dir` is missing or incomplete.
         OnnxExportError: `out` exists and is not empty (without
-            `overwrite`), or the model's dtype policy cannot be exported.
+            `overwrite`), a bad option, or a dtype policy that cannot be
+            exported.
     """
     run_dir = check_run_directory(run_dir)
     out = Path(out)
     files.check_output_folder(out, overwrite, OnnxExportError)
+    search = _search_settings(beam, length_penalty, coverage_penalty, stopping)
+    limits = onnx_runner.check_limits(limits, OnnxExportError)
+    if quantize not in QUANTIZATIONS:
+        raise OnnxExportError(
+            f"quantize must be one of {', '.join(map(str, QUANTIZATIONS))}; received {quantize!r}"
+        )
     config = runs.read_json(run_dir / runs.CONFIG)
     model = zoo.load(run_dir).model
     check_exportable_policy(model)
@@ -113,14 +145,98 @@ def export_onnx(run_dir, out, overwrite=False, opset=OPSET):
 
     with files.replacing(out, folder=True) as staging:
         graphs = convert_model(model, staging, opset=opset)
+        quantization = None
+        if quantize == "int8":
+            from zoo.export.onnx_quantize import quantize_int8
+
+            quantization = quantize_int8(staging)
         vocabularies = task.vocabulary_files(config)
         for name in set(vocabularies.values()):
             shutil.copyfile(run_dir / name, staging / name)
-        runs.write_json(
-            staging / MANIFEST,
-            _manifest(model, task, config, graphs, vocabularies, opset),
-        )
+        manifest = _manifest(model, task, config, graphs, vocabularies, opset)
+        manifest.update(search=search, limits=limits, quantization=quantization)
+        runs.write_json(staging / MANIFEST, manifest)
+        shutil.copyfile(onnx_runner.__file__, staging / RUNNER)
+        (staging / README).write_text(folder_readme(manifest), encoding="utf-8")
     return out
+
+
+# `export_onnx`'s `quantize` values.
+QUANTIZATIONS = (None, "int8")
+
+
+def _search_settings(beam, length_penalty, coverage_penalty, stopping):
+    """The manifest's search settings, checked: one-line errors."""
+    if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
+        raise OnnxExportError(f"beam must be an int >= 1; received {beam!r}")
+    for name, value in (("length_penalty", length_penalty), ("coverage_penalty", coverage_penalty)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise OnnxExportError(f"{name} must be a number >= 0; received {value!r}")
+    if stopping not in onnx_runner.STOPPING_RULES:
+        raise OnnxExportError(
+            f"stopping must be one of {', '.join(onnx_runner.STOPPING_RULES)}; received {stopping!r}"
+        )
+    return {
+        "beam": beam,
+        "length_penalty": float(length_penalty),
+        "coverage_penalty": float(coverage_penalty),
+        "stopping": stopping,
+    }
+
+
+def folder_readme(manifest):
+    """The README.md of an export folder: how to run it, its inputs,
+    outputs and limits, from its manifest."""
+    translation = manifest["task"] == onnx_runner.TRANSLATION
+    source = manifest["source"]
+    state = ", ".join(manifest["state"])
+    carried = ", ".join(NEW_STATE_PREFIX + name for name in manifest["carried_state"])
+    limits = manifest["limits"]
+    search = manifest["search"]
+    vocabularies = ", ".join(f"`{name}` ({role})" for role, name in manifest["vocabularies"].items())
+    needs = ["numpy", "onnxruntime"]
+    if any(name.endswith(".model") for name in manifest["vocabularies"].values()):
+        needs.append("sentencepiece")
+    if not translation:
+        needs.append("pillow")
+    example = '"A man is riding a bike."' if translation else "photo.jpg"
+    quantized = manifest.get("quantization")
+    return f"""# {manifest.get('preset') or manifest['recipe']}: an ONNX export of keras-attention-zoo
+
+{'Translation' if translation else 'Image captioning'} with onnxruntime alone: nothing of
+keras-attention-zoo, Keras or TensorFlow is needed. Copy this folder anywhere and:
+
+    pip install {' '.join(needs)}
+    python run.py {example}
+    python run.py --input inputs.txt --output outputs.txt --beam 5
+    python run.py --help
+
+`run.py` is also a module: `import run; run.load(".").{'translate' if translation else 'caption'}([...])`.
+
+## Files
+
+- `{ENCODER}`: `{source['name']}` ({source['dtype']} {source['shape']}) -> the decoding state: {state}.
+- `{DECODER_STEP}`: `previous_tokens` (int32 [B]), `step` (int32 scalar) and the state ->
+  `logits` (float32 [B, V]), `attention` (float32 [B, S]){', ' + carried if carried else ''}.
+  Axes left open (None) are dynamic: one file serves every batch size and length.
+- {vocabularies}: the tokenizer files.
+- `{MANIFEST}`: everything above as data, the special ids (PAD {manifest['pad_id']}, BOS
+  {manifest['bos_id']}, EOS {manifest['eos_id']}), the step limit, the search settings and the
+  request limits.
+- `{RUNNER}`: tokenization, greedy and beam search, and the command line, in NumPy.
+{f"- The graphs' matrix products are quantized ({quantized['quantization']})." + chr(10) if quantized else ''}
+## Search (the defaults of `run.py`; each has a flag)
+
+beam {search['beam']}, length penalty {search['length_penalty']}, coverage penalty
+{search['coverage_penalty']}, stopping rule "{search['stopping']}".
+
+## Request limits
+
+A request (one `{'translate' if translation else 'caption'}` call; `run.py` sends inputs in requests of
+at most this size) is refused with an error that names the limit when it has more than
+`max_batch` = {limits['max_batch']} {'sentences' if translation else 'images'}{'' if translation else f", an image file over `max_image_bytes` = {limits['max_image_bytes']} bytes, or an image side over `max_image_side` = {limits['max_image_side']} pixels"}.
+{'A sentence longer than ' + str(manifest['training_max_length']) + ' pieces is split at sentence ends, and a part still longer is cut (run.py says so on standard error).' if translation and manifest.get('training_max_length') else ''}
+"""
 
 
 def check_exportable_policy(model):

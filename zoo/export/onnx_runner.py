@@ -42,18 +42,17 @@ Example:
 """
 
 import argparse
+import contextlib
 import json
 import math
 import re
 import sys
 from dataclasses import dataclass
-from dataclasses import field
 from pathlib import Path
 from typing import Any
 from typing import NamedTuple
 
 import numpy as np
-import onnxruntime
 
 # --- the folder's layout (`zoo.export.onnx_export` writes it) ----------------
 
@@ -103,6 +102,23 @@ class InputError(RunnerError):
     """Input text or an image that cannot be read (the message says where)."""
 
 
+def check_limits(limits, error=None):
+    """`DEFAULT_LIMITS` with `limits` (a dict, or None) over them, checked:
+    known keys, ints >= 1; `error` (an exception class, default
+    `RunnerError`) otherwise. The exports' options go through it."""
+    error = error or RunnerError
+    limits = dict(limits or {})
+    unknown = sorted(set(limits) - set(DEFAULT_LIMITS))
+    if unknown:
+        raise error(
+            f"unknown request limit {', '.join(unknown)}; the limits are {', '.join(DEFAULT_LIMITS)}"
+        )
+    for name, value in limits.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise error(f"request limit {name} must be an int >= 1; received {value!r}")
+    return {**DEFAULT_LIMITS, **limits}
+
+
 # --- the export folder and its two graphs -----------------------------------
 
 
@@ -141,6 +157,8 @@ def default_session_options():
     onnxruntime's worker threads spin between ops by default, taking the
     cores from that loop (and from anything else on the machine).
     """
+    import onnxruntime
+
     options = onnxruntime.SessionOptions()
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return options
@@ -167,6 +185,10 @@ class OnnxModel:
     """
 
     def __init__(self, folder, providers=None, session_options=None):
+        # Imported here, so that `--help`, the manifest and the limits are
+        # read without loading onnxruntime.
+        import onnxruntime
+
         self.folder = Path(folder)
         self.manifest = read_manifest(self.folder)
         providers = providers or ["CPUExecutionProvider"]
@@ -356,6 +378,16 @@ def load_image(path, image_size, limits=None):
 
 
 # --- translating and captioning -----------------------------------------------
+# `zoo.inference.translator.Translator` and `zoo.inference.captioner.Captioner`
+# over an `OnnxModel`: the same batching, padding, splitting and step limits,
+# so that the same sentences give the same tokens.
+
+# Where an over-long input is split: after ". ! ?" followed by white space.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+# The search settings a manifest holds (`zoo export`'s options), and the
+# Python API's defaults for a manifest without them.
+DEFAULT_SEARCH = {"beam": 1, "length_penalty": 0.6, "coverage_penalty": 0.0, "stopping": "early"}
 
 
 @dataclass
@@ -370,7 +402,19 @@ class Hypothesis:
 
 @dataclass
 class Translation:
-    """One translated sentence, as `zoo.inference.translator.Translation`."""
+    """One translated sentence, as `zoo.inference.translator.Translation`.
+
+    Attributes:
+        text: the detokenized translation.
+        source_pieces, target_pieces: the pieces read and produced (EOS
+            included when produced).
+        alignment: float array `[len(target_pieces), len(source_pieces)]`,
+            the attention of each produced piece over the source pieces.
+        score: log P(Y | X).
+        n_best: the `Hypothesis` list, best first, when asked for.
+        parts: how many sentences an over-long source was translated as.
+        cut_parts: how many of those parts were still too long, and cut.
+    """
 
     text: str
     source_pieces: list
@@ -384,13 +428,340 @@ class Translation:
 
 @dataclass
 class Caption:
-    """One image's caption, as `zoo.inference.captioner.Caption`."""
+    """One image's caption, as `zoo.inference.captioner.Caption`.
+
+    Attributes:
+        text: the detokenized caption.
+        words: the pieces produced (EOS included when produced).
+        attention: float array `[len(words), H, W]` over the feature grid.
+        score: log P(Y | X).
+        n_best: the `Hypothesis` list, best first, when asked for.
+    """
 
     text: str
     words: list
     attention: np.ndarray
     score: float
-    n_best: list = field(default=None)
+    n_best: list = None
+
+
+def split_sentences(text):
+    """`text` split after each ". ! ?" that white space follows."""
+    return [part for part in _SENTENCE_END.split(text.strip()) if part]
+
+
+def _padded(width):
+    return -(-width // SOURCE_WIDTH_MULTIPLE) * SOURCE_WIDTH_MULTIPLE
+
+
+def _join_parts(parts):
+    """One `Translation` of the translations of a source's parts, in order
+    (`zoo.inference.translator._join_parts`)."""
+    if len(parts) == 1:
+        return parts[0]
+    alignment = np.zeros(
+        (sum(len(p.target_pieces) for p in parts), sum(len(p.source_pieces) for p in parts)),
+        "float32",
+    )
+    row = column = 0
+    for part in parts:
+        rows, columns = part.alignment.shape
+        alignment[row : row + rows, column : column + columns] = part.alignment
+        row, column = row + rows, column + columns
+    n_best = None
+    if parts[0].n_best is not None:
+        n_best = []
+        for k in range(max(len(p.n_best) for p in parts)):
+            entries = [p.n_best[min(k, len(p.n_best) - 1)] for p in parts]
+            n_best.append(
+                Hypothesis(
+                    text=" ".join(h.text for h in entries if h.text),
+                    score=sum(h.score for h in entries),
+                    penalized_score=sum(h.penalized_score for h in entries),
+                )
+            )
+    return Translation(
+        text=" ".join(p.text for p in parts if p.text),
+        source_pieces=[piece for p in parts for piece in p.source_pieces],
+        target_pieces=[piece for p in parts for piece in p.target_pieces],
+        alignment=alignment,
+        score=sum(p.score for p in parts),
+        n_best=n_best,
+        parts=len(parts),
+        cut_parts=sum(p.cut_parts for p in parts),
+    )
+
+
+class _Server:
+    """What the translator and the captioner share: the model, the
+    manifest's limits and search settings, and the search itself."""
+
+    def __init__(self, model, manifest):
+        self.model = model
+        self.manifest = manifest
+        self.limits = {**DEFAULT_LIMITS, **(manifest.get("limits") or {})}
+        self.search_settings = {**DEFAULT_SEARCH, **(manifest.get("search") or {})}
+
+    def settings(self, beam, length_penalty, coverage_penalty, stopping, n_best):
+        """The search settings of a request: each one given, else the
+        manifest's; checked, with one-line errors."""
+        given = {
+            "beam": beam,
+            "length_penalty": length_penalty,
+            "coverage_penalty": coverage_penalty,
+            "stopping": stopping,
+        }
+        settings = {k: self.search_settings[k] if v is None else v for k, v in given.items()}
+        beam = settings["beam"]
+        if isinstance(beam, bool) or not isinstance(beam, (int, np.integer)) or beam < 1:
+            raise RunnerError(f"beam must be an int >= 1; received {beam!r}")
+        for name in ("length_penalty", "coverage_penalty"):
+            value = settings[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise RunnerError(f"{name} must be a number >= 0; received {value!r}")
+        if settings["stopping"] not in STOPPING_RULES:
+            raise RunnerError(
+                f"stopping must be one of {', '.join(STOPPING_RULES)}; "
+                f"received {settings['stopping']!r}"
+            )
+        if n_best > beam:
+            raise RunnerError(f"n_best {n_best} needs a beam of {n_best} or more (beam is {beam})")
+        return settings
+
+    def check_request(self, count, what):
+        limit = self.limits["max_batch"]
+        if count > limit:
+            raise RequestTooLarge(
+                f"the request has {count} {what}, more than this export's max_batch={limit}; "
+                "send at most that many a request"
+            )
+
+    def search(self, source, settings, max_length=None):
+        if settings["beam"] == 1:
+            return greedy_search(self.model, source, max_length=max_length)
+        return beam_search(
+            self.model,
+            source,
+            beam_width=settings["beam"],
+            length_penalty=settings["length_penalty"],
+            coverage_penalty=settings["coverage_penalty"],
+            max_length=max_length,
+            stopping=settings["stopping"],
+        )
+
+    def n_best_lists(self, result, rows, n_best, tokens, scores):
+        """Per row, up to `n_best` `(tokens, score, penalized_score)`."""
+        if not n_best:
+            return None
+        eos, pad = self.model.eos_id, self.model.pad_id
+        if result.beam_tokens is None:  # greedy: its one hypothesis
+            return [[(t, float(s), float(s))] for t, s in zip(tokens, scores)]
+        beam_tokens = decode_to_lists(result.beam_tokens, eos, pad)
+        return [
+            [
+                (
+                    beam_tokens[row][k],
+                    float(result.beam_scores[row, k]),
+                    float(result.beam_penalized_scores[row, k]),
+                )
+                for k in range(n_best)
+                if result.beam_lengths[row, k] > 0  # an unused slot: the beam held fewer
+            ]
+            for row in range(rows)
+        ]
+
+
+class Translator(_Server):
+    """An export folder's translation model and tokenizers (see `load`).
+
+    Args:
+        model: an `OnnxModel`.
+        source_tokenizer, target_tokenizer: see `load_tokenizer`.
+        manifest: the folder's manifest dict.
+    """
+
+    def __init__(self, model, source_tokenizer, target_tokenizer, manifest):
+        super().__init__(model, manifest)
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+
+    @property
+    def max_source_length(self):
+        """The most source pieces a sentence is read as (the training cut)."""
+        return self.manifest.get("training_max_length")
+
+    def _encode_sources(self, sentences):
+        """For each sentence, the `(ids, cut)` of its parts (as the Python
+        API's `Translator._encode_sources`)."""
+        limit = self.max_source_length
+        units = []
+        for sentence, ids in zip(sentences, self.source_tokenizer.encode(sentences)):
+            if limit and len(ids) > limit:
+                parts = split_sentences(sentence)
+                part_ids = self.source_tokenizer.encode(parts) if len(parts) > 1 else [ids]
+                units.append([(p[:limit] or [self.model.eos_id], len(p) > limit) for p in part_ids])
+            else:
+                units.append([(ids or [self.model.eos_id], False)])
+        return units
+
+    def translate(
+        self,
+        sentences,
+        beam=None,
+        length_penalty=None,
+        coverage_penalty=None,
+        n_best=0,
+        stopping=None,
+        batch_size=64,
+        progress=None,
+    ):
+        """Translates a list of sentences: one request, at most the
+        manifest's `max_batch` sentences.
+
+        Sentences are decoded in batches of similar length. A sentence
+        longer than the manifest's `training_max_length` pieces is split
+        after ". ! ?" and white space, its parts translated and joined
+        (`Translation.parts`); a part still longer is cut
+        (`Translation.cut_parts`).
+
+        Args:
+            sentences: a list of str (or one str).
+            beam, length_penalty, coverage_penalty, stopping: the search;
+                None takes the manifest's (`zoo export`'s options).
+            n_best: when positive, each `Translation.n_best` holds the
+                `n_best` best hypotheses (at most `beam`).
+            batch_size: sentences decoded at once.
+            progress: optional callable, called with the number of
+                sentences finished as each batch ends.
+
+        Returns:
+            A list of `Translation`, in the order of `sentences`.
+
+        Raises:
+            RequestTooLarge: more than `max_batch` sentences.
+            RunnerError: a bad search setting.
+        """
+        if isinstance(sentences, str):
+            sentences = [sentences]
+        sentences = list(sentences)
+        self.check_request(len(sentences), "sentences")
+        settings = self.settings(beam, length_penalty, coverage_penalty, stopping, n_best)
+        units = self._encode_sources(sentences)
+        owners = [(row, k) for row, parts in enumerate(units) for k in range(len(parts))]
+        remaining = [len(parts) for parts in units]
+        order = np.argsort([len(units[row][k][0]) for row, k in owners], kind="stable")
+        decoded = [[None] * len(parts) for parts in units]
+        for start in range(0, len(order), batch_size):
+            batch = [owners[i] for i in order[start : start + batch_size]]
+            translations = self._decode_batch([units[row][k] for row, k in batch], settings, n_best)
+            finished = 0
+            for (row, k), translation in zip(batch, translations):
+                decoded[row][k] = translation
+                remaining[row] -= 1
+                finished += remaining[row] == 0
+            if progress is not None:
+                progress(finished)
+        return [_join_parts(parts) for parts in decoded]
+
+    def _decode_batch(self, units, settings, n_best):
+        width = _padded(max(len(ids) for ids, _ in units))
+        source = np.zeros((len(units), width), "int32")
+        for row, (ids, _) in enumerate(units):
+            source[row, : len(ids)] = ids
+        result = self.search(source, settings)
+        tokens = decode_to_lists(result.tokens, self.model.eos_id, self.model.pad_id, include_eos=True)
+        lists = self.n_best_lists(result, len(units), n_best, tokens, result.scores)
+        decode, piece = self.target_tokenizer.decode, self.target_tokenizer.id_to_token
+        translations = []
+        for i, (source_ids, cut) in enumerate(units):
+            target = tokens[i]
+            translations.append(
+                Translation(
+                    text=decode(target),
+                    source_pieces=[self.source_tokenizer.id_to_token(t) for t in source_ids],
+                    target_pieces=[piece(t) for t in target],
+                    alignment=np.asarray(result.attention[i, : len(target), : len(source_ids)]),
+                    score=float(result.scores[i]),
+                    n_best=None
+                    if lists is None
+                    else [Hypothesis(decode(t), s, p) for t, s, p in lists[i]],
+                    cut_parts=int(cut),
+                )
+            )
+        return translations
+
+
+class Captioner(_Server):
+    """An export folder's captioning model and caption tokenizer (see `load`)."""
+
+    def __init__(self, model, tokenizer, manifest):
+        super().__init__(model, manifest)
+        self.tokenizer = tokenizer
+
+    @property
+    def image_size(self):
+        return self.model.image_size
+
+    def caption(
+        self,
+        images,
+        beam=None,
+        length_penalty=None,
+        coverage_penalty=None,
+        n_best=0,
+        stopping=None,
+        batch_size=64,
+        progress=None,
+    ):
+        """Captions images: uint8 (0-255) or float (0-1) `[N, S, S, 3]`, or
+        a list of image file paths (read by `load_image`); one request, at
+        most the manifest's `max_batch` images. The search arguments are
+        `Translator.translate`'s. Returns a list of `Caption`."""
+        count = len(images)
+        self.check_request(count, "images")
+        settings = self.settings(beam, length_penalty, coverage_penalty, stopping, n_best)
+        if not isinstance(images, np.ndarray) and all(isinstance(i, (str, Path)) for i in images):
+            images = np.stack([load_image(path, self.image_size, self.limits) for path in images])
+        images = self._as_batch(images)
+        grid = tuple(self.model.grid_shape)
+        max_length = self.manifest.get("training_max_length")
+        captions = []
+        for start in range(0, count, batch_size):
+            batch = images[start : start + batch_size]
+            result = self.search(batch, settings, max_length=max_length)
+            eos, pad = self.model.eos_id, self.model.pad_id
+            tokens = decode_to_lists(result.tokens, eos, pad, include_eos=True)
+            lists = self.n_best_lists(result, len(batch), n_best, tokens, result.scores)
+            for k, ids in enumerate(tokens):
+                steps = len(ids)
+                captions.append(
+                    Caption(
+                        text=self.tokenizer.decode(ids),
+                        words=[self.tokenizer.id_to_token(i) for i in ids],
+                        attention=np.asarray(result.attention[k, :steps]).reshape((steps,) + grid),
+                        score=float(result.scores[k]),
+                        n_best=None
+                        if lists is None
+                        else [Hypothesis(self.tokenizer.decode(t), s, p) for t, s, p in lists[k]],
+                    )
+                )
+            if progress is not None:
+                progress(len(batch))
+        return captions
+
+    def _as_batch(self, images):
+        """Images as float32 `[N, S, S, 3]` in [0, 1] (uint8 scaled by 1/255),
+        or a one-line error naming the shape expected."""
+        images = np.asarray(images)
+        expected = (self.image_size, self.image_size, 3)
+        if images.ndim != 4 or images.shape[1:] != expected:
+            raise InputError(
+                f"images must have shape [N, {self.image_size}, {self.image_size}, 3] "
+                f"(or be image file paths); received {images.shape}"
+            )
+        if images.dtype == np.uint8:
+            return images.astype("float32") / 255.0
+        return images.astype("float32")
 
 
 def load(folder, providers=None, session_options=None):
@@ -399,16 +770,287 @@ def load(folder, providers=None, session_options=None):
     Args:
         folder: an export folder.
         providers, session_options: see `OnnxModel`.
+
+    Returns:
+        A `Translator` for a translation export, a `Captioner` for a
+        captioning one.
     """
-    raise NotImplementedError("serving: the main branch writes it")
+    model = OnnxModel(folder, providers, session_options)
+    manifest = model.manifest
+    tokenizers = load_tokenizers(model.folder, manifest["vocabularies"])
+    if manifest["task"] == CAPTIONING:
+        return Captioner(model, tokenizers["target"], manifest)
+    return Translator(model, tokenizers["source"], tokenizers["target"], manifest)
+
+
+# --- word alignments -------------------------------------------------------------
+# `zoo.evaluation.alignment.word_alignment`: each target word's pieces linked
+# to the source word of their attention peak, in Pharaoh format.
+
+_NON_WORD_PIECES = frozenset([t for t in SPECIAL_TOKENS if t != "[UNK]"] + ["<pad>", "<s>", "</s>"])
+_SENTENCEPIECE_WORD_START = "\u2581"
+
+
+def piece_words(pieces):
+    """The index of the word each piece belongs to (None for a special
+    piece): "▁" begins a SentencePiece word, "##" continues a WordPiece one."""
+    sentencepiece = any(p.startswith(_SENTENCEPIECE_WORD_START) for p in pieces)
+    words, current = [], -1
+    for piece in pieces:
+        if piece in _NON_WORD_PIECES:
+            words.append(None)
+            continue
+        begins = piece.startswith(_SENTENCEPIECE_WORD_START) if sentencepiece else not piece.startswith("##")
+        if begins or current < 0:
+            current += 1
+        words.append(current)
+    return words
+
+
+def pharaoh_alignment(translation):
+    """The word alignment of a `Translation`: `"0-0 1-2 ..."` (source-target)."""
+    source_words = piece_words(translation.source_pieces)
+    target_words = piece_words(translation.target_pieces)
+    usable = np.array([w is not None for w in source_words], bool)
+    if not usable.any():
+        return ""
+    attention = np.asarray(translation.alignment, "float64")
+    masked = np.where(usable[None, :], attention, -np.inf)
+    attended = np.where(usable[None, :], attention, 0.0).any(axis=1)
+    links = set()
+    for piece, word in enumerate(target_words):
+        if word is not None and attended[piece]:
+            links.add((source_words[int(np.argmax(masked[piece]))], word))
+    return " ".join(f"{s}-{t}" for s, t in sorted(links))
 
 
 # --- the command line ------------------------------------------------------------
 
+STDIN = "-"
 
-def main(argv=None):
-    """`python run.py ...`: see `--help`."""
-    raise NotImplementedError("the command line: the main branch writes it")
+
+def _parser(task):
+    inputs = "image files" if task == CAPTIONING else "sentences"
+    parser = argparse.ArgumentParser(
+        prog="run.py",
+        description=f"{'Caption' if task == CAPTIONING else 'Translate'} with this ONNX export "
+        "(onnxruntime alone). Give the "
+        f"{inputs} as arguments, or --input FILE (one a line; '-' for standard input). "
+        "Outputs are written one a line, in input order; --output and --alignments "
+        "files are written under a temporary name and renamed at the end, so an error "
+        "leaves none.",
+    )
+    parser.add_argument("inputs", nargs="*", help=f"{inputs} to {'caption' if task == CAPTIONING else 'translate'}")
+    parser.add_argument("--input", metavar="FILE", help="read one input a line ('-': standard input)")
+    parser.add_argument("--output", metavar="FILE", help="write there (default: standard output)")
+    parser.add_argument("--beam", type=_positive_int, help="beam width (default: the export's)")
+    parser.add_argument("--length-penalty", type=_non_negative_float)
+    parser.add_argument("--coverage-penalty", type=_non_negative_float)
+    parser.add_argument("--beam-stop", choices=STOPPING_RULES, help="beam search's stopping rule")
+    parser.add_argument(
+        "--n-best", type=_positive_int, help="the K best of each input, Moses' n-best format"
+    )
+    parser.add_argument("--batch-size", type=_positive_int, default=32, help="decoded at once")
+    if task == TRANSLATION:
+        parser.add_argument(
+            "--alignments", metavar="FILE", help="write each word alignment there (Pharaoh format)"
+        )
+    parser.add_argument("--progress", action="store_true", help="show inputs done and inputs/s")
+    return parser
+
+
+def _positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an int >= 1; received {text!r}")
+    return value
+
+
+def _non_negative_float(text):
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0; received {text!r}")
+    return value
+
+
+def read_lines(path, chunk_lines):
+    """Yields `(first line number, lines)` chunks of a UTF-8 text file (or
+    standard input for '-'), line ends removed; a line that is not UTF-8
+    raises `InputError` naming it."""
+    name = "standard input" if path == STDIN else repr(path)
+    stream = sys.stdin.buffer if path == STDIN else open(path, "rb")
+    try:
+        number, lines, first = 0, [], 1
+        for number, raw in enumerate(stream, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                raise InputError(
+                    f"{name}: line {number} is not valid UTF-8 "
+                    f"(byte 0x{raw[bad.start]:02x} at byte {bad.start + 1} of the line)"
+                ) from None
+            if number == 1:
+                line = line.removeprefix("\ufeff")
+            lines.append(line.rstrip("\r\n"))
+            if len(lines) == chunk_lines:
+                yield first, lines
+                first, lines = number + 1, []
+        if lines:
+            yield first, lines
+    finally:
+        if path != STDIN:
+            stream.close()
+
+
+class _Replacing:
+    """A file written under a temporary name beside `path` and renamed to
+    it on success; removed on failure, so no half-written output is left."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.temporary = self.path.with_name(f".{self.path.name}.partial")
+
+    def __enter__(self):
+        self.file = open(self.temporary, "w", encoding="utf-8", newline="\n")
+        return self.file
+
+    def __exit__(self, kind, value, traceback):
+        self.file.close()
+        if kind is None:
+            self.temporary.replace(self.path)
+        else:
+            self.temporary.unlink(missing_ok=True)
+        return False
+
+
+class _Progress:
+    """`N done, X/s` on standard error, rewritten in place."""
+
+    def __init__(self, shown):
+        import time
+
+        self.clock = time.perf_counter
+        self.start = self.clock()
+        self.done = 0
+        self.shown = shown
+
+    def __call__(self, count):
+        self.done += count
+        if self.shown:
+            rate = self.done / max(self.clock() - self.start, 1e-9)
+            sys.stderr.write(f"\r{self.done} done, {rate:.1f}/s")
+            sys.stderr.flush()
+
+    def close(self):
+        if self.shown and self.done:
+            sys.stderr.write("\n")
+
+
+def _check_arguments(args):
+    if bool(args.inputs) == bool(args.input):
+        raise RunnerError("give inputs as arguments or --input FILE ('-' for standard input), not both")
+    if args.input and args.input != STDIN and not Path(args.input).is_file():
+        raise RunnerError(f"input file {args.input!r} does not exist or is not a file")
+    for flag in ("output", "alignments"):
+        path = getattr(args, flag, None)
+        if path is None:
+            continue
+        path = Path(path)
+        if path.is_dir():
+            raise RunnerError(f"--{flag} {str(path)!r} is a folder; name a file")
+        if not path.parent.is_dir():
+            raise RunnerError(f"--{flag} {str(path)!r}: folder {str(path.parent)!r} does not exist")
+
+
+def _length_note(sentence, translation, limit):
+    """What was done to a source longer than `limit` pieces, or None."""
+    if translation.parts <= 1 and not translation.cut_parts:
+        return None
+    note = f"{len(sentence.split())} words, longer than the model's {limit}-piece limit"
+    if translation.parts > 1:
+        note += f"; split into {translation.parts} sentences"
+        if translation.cut_parts:
+            note += f", {translation.cut_parts} of them cut after piece {limit}"
+        return note
+    return note + f"; cut after piece {limit}"
+
+
+def _n_best_lines(index, entries):
+    return "".join(
+        f"{index} ||| {h.text} ||| log_prob= {h.score:.4f} ||| {h.penalized_score:.4f}\n"
+        for h in entries
+    )
+
+
+def serve(server, args, out, alignments, progress):
+    """Decodes the inputs of `args` in requests of at most `max_batch` (and
+    `--batch-size` a batch), writing each output line in input order."""
+    chunk = min(server.limits["max_batch"], max(args.batch_size, 1) * 8)
+    if args.inputs:
+        chunks = ((1 + s, args.inputs[s : s + chunk]) for s in range(0, len(args.inputs), chunk))
+    else:
+        chunks = read_lines(args.input, chunk)
+    options = dict(
+        beam=args.beam,
+        length_penalty=args.length_penalty,
+        coverage_penalty=args.coverage_penalty,
+        stopping=args.beam_stop,
+        n_best=args.n_best or 0,
+        batch_size=args.batch_size,
+        progress=progress,
+    )
+    captioning = isinstance(server, Captioner)
+    for start, lines in chunks:
+        # A blank line of a file gives a blank output line, not decoded.
+        rows = [r for r, line in enumerate(lines) if line.strip() or args.inputs]
+        progress(len(lines) - len(rows))
+        decode = server.caption if captioning else server.translate
+        outputs = decode([lines[r] for r in rows], **options) if rows else []
+        by_row = dict(zip(rows, outputs))
+        for number, line in enumerate(lines, start=start):
+            output = by_row.get(number - start)
+            if output is None:
+                out.write("" if args.n_best else "\n")
+                if alignments:
+                    alignments.write("\n")
+                continue
+            if not captioning:
+                note = _length_note(line, output, server.max_source_length)
+                if note:
+                    sys.stderr.write(f"run.py: line {number}: {note}\n")
+            if args.n_best:
+                out.write(_n_best_lines(number - 1, output.n_best))
+            else:
+                out.write(output.text + "\n")
+            if alignments:
+                alignments.write(pharaoh_alignment(output) + "\n")
+        out.flush()
+
+
+def main(argv=None, folder=None):
+    """`python run.py ...` (see `--help`): the folder is this file's own,
+    or `folder`. Returns the exit status: 0, or 2 after a one-line error."""
+    folder = Path(folder) if folder is not None else Path(__file__).resolve().parent
+    try:
+        task = read_manifest(folder)["task"]
+        args = _parser(task).parse_args(argv)
+        _check_arguments(args)
+        server = load(folder)
+        progress = _Progress(args.progress)
+        with contextlib.ExitStack() as stack:
+            out = stack.enter_context(_Replacing(args.output)) if args.output else sys.stdout
+            alignments = getattr(args, "alignments", None)
+            if alignments:
+                alignments = stack.enter_context(_Replacing(alignments))
+            serve(server, args, out, alignments, progress)
+        progress.close()
+    except RunnerError as error:
+        sys.stderr.write(f"run.py: error: {error}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("run.py: interrupted; no output file was written\n")
+        return 130
+    return 0
 
 
 if __name__ == "__main__":

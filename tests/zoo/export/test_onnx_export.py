@@ -1,109 +1,33 @@
-"""ONNX export (tf2onnx) and the onnxruntime runner, against the Keras model.
+"""ONNX export (tf2onnx) and the runner shipped in the folder, against the
+Keras model.
 
 Each recipe family is exported from a tiny run directory (random weights,
 a vocabulary of the synthetic corpus' words): the runner's tokens must equal
-the Python API's, and the graphs' state and logits must agree with
-`encode` / `decode_step` to 1e-4, at two batch sizes and two source lengths
-from the same files.
+the Python API's (greedy and beam, n-best lists, scores and alignments to
+1e-4), the graphs' state and logits must agree with `encode` /
+`decode_step` to 1e-4 at two batch sizes and two source lengths from the
+same files, and the folder, copied alone, runs with `python run.py` where
+tensorflow, keras and zoo cannot be imported.
 """
 
 from pathlib import Path
-from typing import Any
-from typing import NamedTuple
 
 import keras
 import numpy as np
 import pytest
-import tiny_configs
+from onnx_exports import FAMILIES
+from onnx_exports import IMAGES
+from onnx_exports import OVERWRITTEN
+from onnx_exports import SENTENCEPIECE
+from onnx_exports import SENTENCES
+from onnx_exports import STALE
+from onnx_exports import TOLERANCE
 
+from zoo import runs
 from zoo.export import onnx_export
 from zoo.export import onnx_runner
-from zoo import registry
-from zoo import runs
-from zoo.training import loop as training
-from zoo.data import synthetic_corpus
 
 pytestmark = pytest.mark.tensorflow_only
-
-# The shared tiny configs, with room for the longer test sentences.
-TINY = {
-    **tiny_configs.TINY,
-    "transformer": {**tiny_configs.TINY["transformer"], "max_target_length": 40, "max_source_length": 40},
-    "show_attend_tell": {**tiny_configs.TINY["show_attend_tell"], "max_target_length": 12},
-}
-# One recurrent attention recipe, the Transformer (its cache write needs the
-# export's ScatterND handler) and the captioner (an image source).
-FAMILIES = ["rnnsearch_small", "transformer_small", "show_attend_tell_small"]
-# Its export replaces (overwrite=True) a folder holding STALE: every export
-# converts for seconds, so the overwrite path is checked on one of them.
-OVERWRITTEN = "show_attend_tell_small"
-# Its run has one SentencePiece vocabulary for both languages (shared.model).
-SENTENCEPIECE = "transformer_small"
-STALE = "stale.txt"
-# Sentences of at most 8 word pieces: the Python API pads to a multiple of 8,
-# so the Keras search is traced for one width only.
-SENTENCES = [source for source, _ in synthetic_corpus(6, seed=3, min_length=3, max_length=6)]
-IMAGES = np.random.default_rng(0).integers(0, 256, (5, 16, 16, 3), dtype="uint8")
-TOLERANCE = 1e-4
-
-
-def vocabulary(sentences):
-    from zoo.data import RESERVED_TOKENS
-
-    words = sorted({word for sentence in sentences for word in sentence.replace(".", " .").split()})
-    return list(RESERVED_TOKENS) + words
-
-
-def write_run(folder, preset):
-    """A complete run directory of `preset` at tiny size, random weights."""
-    from zoo.data import SentencePieceTokenizer
-    from zoo.data import TextTokenizer
-
-    recipe = registry.get_preset(preset)["recipe"]
-    pairs = synthetic_corpus(200, seed=1, min_length=3, max_length=12)
-    targets = [t for _, t in pairs] + ["a red circle ."]
-    sources = [s for s, _ in pairs] + SENTENCES
-    if preset == SENTENCEPIECE:
-        shared = SentencePieceTokenizer.train(targets + sources, 400)
-        target, source = shared, shared
-    else:
-        target, source = TextTokenizer(vocabulary(targets)), TextTokenizer(vocabulary(sources))
-    return training.write_untrained_run(
-        folder,
-        preset,
-        target,
-        source,
-        model_overrides={**TINY[recipe], "dropout": 0.0},
-        training_overrides={"max_length": 10},
-    )
-
-
-class Exported(NamedTuple):
-    run_dir: Path
-    out: Path
-    keras_side: Any  # the Python API's Translator or Captioner
-    onnx_side: Any  # onnx_runner's OnnxTranslator or OnnxCaptioner
-
-
-@pytest.fixture(scope="module")
-def exports(tmp_path_factory):
-    """`exports(preset)`: the `Exported` tiny run of `preset`, made once."""
-    import zoo
-
-    made = {}
-
-    def export(preset):
-        if preset not in made:
-            root = tmp_path_factory.mktemp(preset)
-            run_dir = write_run(root / "run", preset)
-            if preset == OVERWRITTEN:
-                (root / "onnx").mkdir()
-                (root / "onnx" / STALE).write_text("from an older export")
-            out = onnx_export.export_onnx(run_dir, root / "onnx", overwrite=preset == OVERWRITTEN)
-            made[preset] = Exported(run_dir, out, zoo.load(run_dir), onnx_runner.load(out))
-        return made[preset]
-
-    return export
 
 
 @pytest.mark.parametrize("preset", FAMILIES)
@@ -129,25 +53,54 @@ def test_export_writes_the_graphs_vocabularies_and_manifest(exports, preset):
         run_file = exports(preset).run_dir / "shared.model"
         assert (out / "shared.model").read_bytes() == run_file.read_bytes()
     assert manifest["vocabularies"] == expected
+    # The folder runs on its own: the runner itself, a README, the settings.
+    assert (out / "run.py").read_bytes() == Path(onnx_runner.__file__).read_bytes()
+    assert manifest["search"] == {
+        "beam": 1, "length_penalty": 0.6, "coverage_penalty": 0.0, "stopping": "early"
+    }
+    assert manifest["limits"] == onnx_runner.DEFAULT_LIMITS
+    readme = (out / "README.md").read_text()
+    assert f"max_batch` = {onnx_runner.DEFAULT_LIMITS['max_batch']}" in readme
+    assert "python run.py" in readme
     assert not [p.name for p in out.parent.iterdir() if p.name.startswith(".")], "temporary left"
+
+
+def assert_same_outputs(got, expected, n_best=False):
+    """The runner's translations (or captions) are the Python API's: the
+    same pieces and texts, scores and attention to 1e-4 (n-best lists too)."""
+    assert len(got) == len(expected)
+    for mine, theirs in zip(got, expected):
+        assert mine.text == theirs.text
+        if isinstance(mine, onnx_runner.Caption):
+            assert mine.words == theirs.words
+            attention = mine.attention, theirs.attention
+        else:
+            assert mine.target_pieces == theirs.target_pieces
+            assert mine.source_pieces == theirs.source_pieces
+            attention = mine.alignment, theirs.alignment
+        np.testing.assert_allclose(mine.score, theirs.score, atol=TOLERANCE)
+        np.testing.assert_allclose(*attention, atol=TOLERANCE)
+        if n_best:
+            assert [h.text for h in mine.n_best] == [h.text for h in theirs.n_best]
+            for entry, expected_entry in zip(mine.n_best, theirs.n_best):
+                np.testing.assert_allclose(entry.score, expected_entry.score, atol=TOLERANCE)
+                np.testing.assert_allclose(
+                    entry.penalized_score, expected_entry.penalized_score, atol=TOLERANCE
+                )
 
 
 @pytest.mark.parametrize("preset", FAMILIES)
 def test_runner_tokens_equal_the_python_api(exports, preset):
     keras_side, onnx_side = exports(preset)[2:]
-    if isinstance(onnx_side, onnx_runner.OnnxCaptioner):
-        expected = keras_side.caption(IMAGES, batch_size=3)
-        got = onnx_side.caption(IMAGES, batch_size=3)
-        pieces = [(c.words, c.score) for c in expected], [(c.words, c.score) for c in got]
+    if isinstance(onnx_side, onnx_runner.Captioner):
+        assert_same_outputs(
+            onnx_side.caption(IMAGES, batch_size=3), keras_side.caption(IMAGES, batch_size=3)
+        )
     else:
-        expected = keras_side.translate(SENTENCES, batch_size=4)
-        got = onnx_side.translate(SENTENCES, batch_size=4)
-        pieces = [(t.target_pieces, t.score) for t in expected], [
-            (t.target_pieces, t.score) for t in got
-        ]
-        assert [t.text for t in got] == [t.text for t in expected]
-    assert [p for p, _ in pieces[1]] == [p for p, _ in pieces[0]]
-    np.testing.assert_allclose([s for _, s in pieces[1]], [s for _, s in pieces[0]], atol=TOLERANCE)
+        assert_same_outputs(
+            onnx_side.translate(SENTENCES, batch_size=4),
+            keras_side.translate(SENTENCES, batch_size=4),
+        )
 
 
 @pytest.mark.parametrize("preset", FAMILIES)
@@ -183,21 +136,26 @@ def test_graphs_agree_with_encode_and_decode_step(exports, preset, batch, length
         tokens = logits.argmax(axis=-1).astype("int32")
 
 
-# Beam search is recipes.decoding's own code on both sides: on a token
-# source (its step limit computed from the source length) and on the image
-# source (its attention width read from the declared state entry).
-@pytest.mark.parametrize("preset", ["rnnsearch_small", "show_attend_tell_small"])
+# Beam search in NumPy (the runner's) against recipes.decoding's (the Python
+# API's), with both penalties and the n-best list; on a token source its
+# step limit and coverage mask follow the source, on the image source its
+# attention width is the declared state entry's.
+@pytest.mark.parametrize("preset", FAMILIES)
 def test_beam_search_through_the_runner_equals_the_python_api(exports, preset):
     keras_side, onnx_side = exports(preset)[2:]
-    if isinstance(onnx_side, onnx_runner.OnnxCaptioner):
-        expected = keras_side.caption(IMAGES[:3], beam=3)
-        got = onnx_side.caption(IMAGES[:3], beam=3)
-        assert [c.words for c in got] == [c.words for c in expected]
+    if isinstance(onnx_side, onnx_runner.Captioner):
+        options = dict(beam=3, length_penalty=0.6)
+        assert_same_outputs(
+            onnx_side.caption(IMAGES[:3], n_best=3, **options),
+            keras_side.caption(IMAGES[:3], **options),
+        )
     else:
-        expected = keras_side.translate(SENTENCES[:3], beam=3, length_penalty=0.6)
-        got = onnx_side.translate(SENTENCES[:3], beam=3, length_penalty=0.6)
-        assert [t.target_pieces for t in got] == [t.target_pieces for t in expected]
-    np.testing.assert_allclose([x.score for x in got], [x.score for x in expected], atol=TOLERANCE)
+        options = dict(beam=3, length_penalty=0.6, coverage_penalty=0.2, n_best=3)
+        assert_same_outputs(
+            onnx_side.translate(SENTENCES[:3], **options),
+            keras_side.translate(SENTENCES[:3], **options),
+            n_best=True,
+        )
 
 
 # --- refusals -----------------------------------------------------------------
@@ -249,9 +207,9 @@ def test_bfloat16_policy_is_refused(small_run, tmp_path):
 
 
 def test_folder_without_manifest_is_refused(tmp_path):
-    with pytest.raises(onnx_runner.OnnxFolderError) as error:
+    with pytest.raises(onnx_runner.ExportFolderError) as error:
         onnx_runner.load(tmp_path)
-    assert_one_line(error, "manifest.json", "export_onnx")
+    assert_one_line(error, "manifest.json", "zoo export RUN_DIR --format onnx")
 
 
 def test_overwrite_replaces_an_existing_output(exports):
