@@ -220,21 +220,23 @@ keras-attention-zoo, Keras or TensorFlow is needed. Copy this folder anywhere an
   `logits` (float32 [B, V]), `attention` (float32 [B, S]){', ' + carried if carried else ''}.
   Axes left open (None) are dynamic: one file serves every batch size and length.
 - {vocabularies}: the tokenizer files.
-- `{MANIFEST}`: everything above as data, the special ids (PAD {manifest['pad_id']}, BOS
-  {manifest['bos_id']}, EOS {manifest['eos_id']}), the step limit, the search settings and the
-  request limits.
+- `{MANIFEST}`: everything above as data, the special ids
+  (PAD {manifest['pad_id']}, BOS {manifest['bos_id']}, EOS {manifest['eos_id']}),
+  the step limit, the search settings and the request limits.
 - `{RUNNER}`: tokenization, greedy and beam search, and the command line, in NumPy.
 {f"- The graphs' matrix products are quantized ({quantized['quantization']})." + chr(10) if quantized else ''}
 ## Search (the defaults of `run.py`; each has a flag)
 
-beam {search['beam']}, length penalty {search['length_penalty']}, coverage penalty
-{search['coverage_penalty']}, stopping rule "{search['stopping']}".
+- beam: {search['beam']}
+- length penalty: {search['length_penalty']}
+- coverage penalty: {search['coverage_penalty']}
+- stopping rule: {search['stopping']}
 
 ## Request limits
 
-A request (one `{'translate' if translation else 'caption'}` call; `run.py` sends inputs in requests of
-at most this size) is refused with an error that names the limit when it has more than
-`max_batch` = {limits['max_batch']} {'sentences' if translation else 'images'}{'' if translation else f", an image file over `max_image_bytes` = {limits['max_image_bytes']} bytes, or an image side over `max_image_side` = {limits['max_image_side']} pixels"}.
+A request (one `{'translate' if translation else 'caption'}` call; `run.py` sends its inputs in
+requests of at most `max_batch`) is refused, with an error that names the limit, when it has
+more than `max_batch` = {limits['max_batch']} {'sentences' if translation else 'images'}{'' if translation else f", an image file of more than `max_image_bytes` = {limits['max_image_bytes']} bytes, or an image side of more than `max_image_side` = {limits['max_image_side']} pixels"}.
 {'A sentence longer than ' + str(manifest['training_max_length']) + ' pieces is split at sentence ends, and a part still longer is cut (run.py says so on standard error).' if translation and manifest.get('training_max_length') else ''}
 """
 
