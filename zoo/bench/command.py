@@ -117,7 +117,9 @@ def add_parser(subcommands):
     )
     parser.add_argument("--warmup", type=positive_int, default=2, help="untimed calls before them")
     trained = parser.add_argument_group(
-        "decode --run: greedy, beam exact and beam early of a trained run on a test set"
+        "decode --run: greedy, beam exact and beam early of a trained run on a test set; "
+        "export --run: the Keras API, SavedModel, ONNX float32 and ONNX int8 of a trained "
+        "run side by side (speed at batch 1 and 32, peak memory, size, BLEU)"
     )
     trained.add_argument("--run", metavar="DIR", help="a translation run directory to time")
     trained.add_argument(
@@ -126,7 +128,9 @@ def add_parser(subcommands):
         help="its test set, as `zoo evaluate --data` reads it (default: the run's synthetic one)",
     )
     trained.add_argument("--limit", type=positive_int, help="the first N pairs only")
-    trained.add_argument("--beam", type=positive_int, default=5, help="beam width (default 5)")
+    trained.add_argument(
+        "--beam", type=positive_int, help="beam width (default: 5 for decode, 1 for export)"
+    )
     trained.add_argument(
         "--length-penalty", type=non_negative_float, default=0.6, help="GNMT alpha (default 0.6)"
     )
@@ -155,7 +159,7 @@ def command_line(args):
     if args.out:
         argv += ["--out", args.out]
     if args.run:
-        argv += ["--run", args.run, "--beam", str(args.beam)]
+        argv += ["--run", args.run] + (["--beam", str(args.beam)] if args.beam else [])
         argv += ["--length-penalty", str(args.length_penalty)]
         argv += ["--data", args.data] if args.data else []
         argv += ["--limit", str(args.limit)] if args.limit else []
@@ -177,11 +181,12 @@ def command(args):
     """Runs `zoo bench` with the parsed `args`: prints the report, writes
     `--out`. With a `--backend` other than the loaded one, it runs itself in
     a child process with that backend."""
-    if args.run and args.suite != "decode":
+    if args.run and args.suite not in ("decode", "export"):
         raise ZooUserError(
-            f"--run times decoding: use `zoo bench decode --run`, not {args.suite!r}"
+            f"--run times a trained run's decoding or serving: use `zoo bench decode --run` "
+            f"or `zoo bench export --run`, not {args.suite!r}"
         )
-    if args.run and args.beam < 2:
+    if args.run and args.suite == "decode" and args.beam is not None and args.beam < 2:
         raise ZooUserError(
             f"--beam must be 2 or more with --run (greedy is timed anyway); got {args.beam}"
         )
@@ -193,6 +198,9 @@ def command(args):
         )
         if code:
             raise SystemExit(code)
+        return
+    if args.run and args.suite == "export":
+        _bench_trained_serving(args, "zoo bench " + " ".join(argv))
         return
     if args.run:
         _bench_trained_run(args, "zoo bench " + " ".join(argv))
@@ -218,12 +226,28 @@ def _bench_trained_run(args, command_line):
         args.run,
         data=args.data,
         limit=args.limit,
-        beam=args.beam,
+        beam=args.beam or 5,
         length_penalty=args.length_penalty,
         log=lambda line: print(line, file=sys.stderr, flush=True),
     )
     results["command"] = command_line
     print(trained_decoding.markdown_table(results), flush=True)
+    _write_results(results, args.out)
+
+
+def _bench_trained_serving(args, command_line):
+    from zoo.bench import trained_serving
+
+    results = trained_serving.bench_trained_serving(
+        args.run,
+        data=args.data,
+        limit=args.limit,
+        beam=args.beam or 1,
+        length_penalty=args.length_penalty,
+        log=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    results["command"] = command_line
+    print(trained_serving.markdown_table(results), flush=True)
     _write_results(results, args.out)
 
 
