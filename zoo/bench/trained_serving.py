@@ -84,14 +84,17 @@ def bench_trained_serving(run_dir, data=None, limit=None, beam=1, length_penalty
         saved_model.export_saved_model(run_dir, exports["SavedModel"], **search)
         onnx_export.export_onnx(run_dir, exports["ONNX float32"], **search)
         onnx_export.export_onnx(run_dir, exports["ONNX int8"], quantize="int8", **search)
+        keras_translations = None
         for side in SIDES:
             log(f"zoo bench export --run: {side} on {len(sources)} sentences")
             child = _serve_in_child(side, exports[side], folder, search)
+            keras_translations = keras_translations or child["translations"]
             result = {
                 "side": side,
                 "sentences_per_second": child["sentences_per_second"],
                 "peak_rss_mib": child["peak_rss_mib"],
                 "size_mib": _size_mib(exports[side], side),
+                "same_translations_as_keras": child["translations"] == keras_translations,
             }
             for name, lowercase in (("bleu", False), ("bleu_lowercased", True)):
                 score = bleu.corpus_bleu(child["translations"], references, lowercase=lowercase)
@@ -197,15 +200,16 @@ def markdown_table(results):
     """The sides as a Markdown table."""
     lines = [
         "| side | sentences/s, batch 1 | sentences/s, batch 32 | peak RSS (MiB) | size (MiB) "
-        "| BLEU (cased) | BLEU (lowercased) |",
-        "|---|---|---|---|---|---|---|",
+        "| BLEU (cased) | BLEU (lowercased) | Keras' translations |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for entry in results["sides"]:
         rates = entry["sentences_per_second"]
         lines.append(
             f"| {entry['side']} | {rates['1']:.1f} | {rates['32']:.1f} | "
             f"{entry['peak_rss_mib']:.0f} | {entry['size_mib']:.1f} | {entry['bleu']:.2f} | "
-            f"{entry['bleu_lowercased']:.2f} |"
+            f"{entry['bleu_lowercased']:.2f} | "
+            f"{'same' if entry['same_translations_as_keras'] else 'differ'} |"
         )
     lines.append("")
     lines += [f"{name}: {ratio:.2f}x" for name, ratio in results["summary"].items()]
