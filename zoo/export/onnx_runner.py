@@ -628,7 +628,7 @@ class SentencePieceTokenizer:
         of lists of int."""
         if isinstance(sentences, str):
             raise TypeError("encode takes a list of str; wrap one sentence in a list.")
-        sentences = [str(s) for s in sentences]
+        sentences = list(sentences)
         return [list(ids) for ids in self._processor.encode(sentences)] if sentences else []
 
     def decode(self, ids):
@@ -692,7 +692,7 @@ def load_image(path, image_size, limits=None):
         image_size: int >= 1, the height and width to resize it to.
         limits: a dict with `max_image_bytes` and `max_image_side` (a
             manifest's `limits`); missing entries, or None, take
-            `DEFAULT_LIMITS`.
+            `DEFAULT_LIMITS`; an entry None is no limit.
 
     Raises:
         InputError: the file is missing or cannot be decoded.
@@ -757,7 +757,7 @@ def load_image_bytes(data, image_size, limits=None, name="the image"):
     except Exception as error:  # Pillow raises many kinds for a bad file
         raise InputError(f"{name}: cannot be decoded as an image ({_reason(error)})") from None
     side = limits["max_image_side"]
-    if max(width, height) > side:
+    if side is not None and max(width, height) > side:
         raise RequestTooLarge(
             f"{name}: the image is {width}x{height} pixels (width x height), over the "
             f"limit max_image_side={side} (the export's limits); send a smaller image"
@@ -772,7 +772,7 @@ def load_image_bytes(data, image_size, limits=None, name="the image"):
 
 def _check_image_bytes(size, limits, name):
     limit = {**DEFAULT_LIMITS, **(limits or {})}["max_image_bytes"]
-    if size > limit:
+    if limit is not None and size > limit:
         raise RequestTooLarge(
             f"{name}: {size} bytes is over the limit max_image_bytes={limit} "
             "(the export's limits); send a smaller file"
