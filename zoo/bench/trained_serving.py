@@ -175,8 +175,6 @@ def _translator(side, path, search):
 def serve_side(side, path, sources_file, out_file, search):
     """The child process: times one side at each batch size, writes a JSON
     report (sentences/s, peak RSS, the batch-32 translations)."""
-    import resource
-
     sources = json.loads(Path(sources_file).read_text())
     translate = _translator(side, path, search)
     rates = {}
@@ -191,9 +189,22 @@ def serve_side(side, path, sources_file, out_file, search):
         rates[str(batch)] = len(chosen) / (time.perf_counter() - start)
         if batch == 32:
             translations = texts
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    report_ = {"sentences_per_second": rates, "peak_rss_mib": peak, "translations": translations}
+    report_ = {"sentences_per_second": rates, "peak_rss_mib": _peak_rss_mib(), "translations": translations}
     Path(out_file).write_text(json.dumps(report_))
+
+
+def _peak_rss_mib():
+    """This process's peak resident memory, MiB. Linux's VmHWM belongs to the
+    process image, whereas `ru_maxrss` keeps the high-water mark of the
+    parent that forked it, which is larger than the child's own."""
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def markdown_table(results):

@@ -43,10 +43,13 @@ Example:
 
 import argparse
 import contextlib
+import io
 import json
 import math
+import os
 import re
 import sys
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -643,11 +646,6 @@ def decode_to_lists(tokens, eos_id, pad_id, include_eos=False):
 # `zoo.data.TextTokenizer` (WordPiece) and `zoo.data.SentencePieceTokenizer`
 # without TensorFlow: each has encode(list of str) -> lists of ids,
 # decode(ids) -> str, id_to_token(id) -> str.
-
-# Imported here rather than at the top, so that this section stays whole.
-import io  # noqa: E402
-import os  # noqa: E402
-import unicodedata  # noqa: E402
 
 # A vocabulary's kind by its file's suffix (`zoo.runs.VOCABULARY_SUFFIXES`).
 VOCABULARY_SUFFIXES = {"wordpiece": ".vocab", "sentencepiece": ".model"}

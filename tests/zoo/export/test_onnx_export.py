@@ -244,3 +244,20 @@ def test_slice_update_converts_with_xla_clamping(tmp_path):
         feeds = {"buffer": buffer, "value": value, "step": np.array(step, "int32")}
         (got,) = session.run(["written"], feeds)
         np.testing.assert_array_equal(got, expected)
+
+
+def test_int8_export_quantizes_the_matrix_products(exports, tmp_path):
+    """`quantize="int8"`: integer matrix products in both graphs, the
+    manifest says so, and the runner still translates every sentence."""
+    import onnx
+
+    run_dir = exports("rnnsearch_small").run_dir
+    out = onnx_export.export_onnx(run_dir, tmp_path / "int8", quantize="int8")
+    manifest = onnx_runner.read_manifest(out)
+    assert manifest["quantization"]["quantization"] == "int8-dynamic"
+    for name in ("encoder.onnx", "decoder_step.onnx"):
+        ops = {node.op_type for node in onnx.load(out / name).graph.node}
+        assert "MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops, (name, ops)
+    translations = onnx_runner.load(out).translate(SENTENCES)
+    assert len(translations) == len(SENTENCES)
+    assert all(t.target_pieces for t in translations)

@@ -1,0 +1,41 @@
+"""int8 dynamic quantization of an ONNX export folder's graphs
+(`zoo export --format onnx --quantize int8`).
+
+onnxruntime's own `quantize_dynamic` does the work: the weights of the
+matrix products become int8 and their activations are quantized per call,
+so no calibration data is needed. This module only applies it to both
+graphs of a folder, in place, through temporary files.
+"""
+
+from pathlib import Path
+
+from zoo.export.onnx_runner import DECODER_STEP
+from zoo.export.onnx_runner import ENCODER
+
+# The matrix products, where the time of a decoding step goes; the other
+# ops stay float32.
+QUANTIZED_OPS = ("MatMul", "Gemm")
+
+
+def quantize_int8(folder):
+    """Replaces the folder's encoder and decoder-step graphs by their int8
+    dynamic quantization; returns the manifest's `quantization` entry.
+
+    A graph is written under a temporary name and renamed over the float
+    one only once quantized, so a failure leaves the float graphs in place.
+    """
+    from onnxruntime.quantization import QuantType
+    from onnxruntime.quantization import quantize_dynamic
+
+    folder = Path(folder)
+    for name in (ENCODER, DECODER_STEP):
+        graph = folder / name
+        quantized = folder / f".{name}.int8"
+        quantize_dynamic(
+            graph,
+            quantized,
+            op_types_to_quantize=list(QUANTIZED_OPS),
+            weight_type=QuantType.QInt8,
+        )
+        quantized.replace(graph)
+    return {"quantization": "int8-dynamic", "op_types": list(QUANTIZED_OPS)}
