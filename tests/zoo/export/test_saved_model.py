@@ -521,12 +521,38 @@ def test_an_image_over_max_image_side_is_refused_naming_the_limit(
 
 
 def test_header_only_files_do_not_decode():
-    """What makes the header checks above prove their order."""
+    """What makes the header checks above prove that the header is read
+    (the order of the check and the decode is the next test's)."""
     for contents in [png_declaring(100_000, 64)] + [
         header_only(image_format, 70, 70) for image_format in ("JPEG", "PNG", "GIF", "BMP")
     ]:
         with pytest.raises(tf.errors.InvalidArgumentError):
             tf.io.decode_image(contents, channels=3, expand_animations=False)
+
+
+def control_inputs(signature, op_type):
+    """For each node of `op_type` in the signature's functions, the op types
+    of the nodes it waits for (its control inputs)."""
+    found = []
+    for function in signature.graph.as_graph_def().library.function:
+        ops = {node.name: node.op for node in function.node_def}
+        for node in function.node_def:
+            if node.op == op_type:
+                found.append(
+                    {ops.get(name[1:]) for name in node.input if name.startswith("^")}
+                )
+    return found
+
+
+def test_the_limits_are_checked_before_reading_the_request(loaded):
+    """A decode op is stateless, free to run before an assertion it doesn't
+    wait for: the images' decoding loop and each image's decode wait for
+    the checks."""
+    caption = loaded["captioner"].signatures["caption"]
+    # The search's loops are While ops too: one of them is the decoding loop.
+    assert any("Assert" in ops for ops in control_inputs(caption, "While"))
+    decodes = control_inputs(caption, "DecodeImage")
+    assert decodes and all("Assert" in ops for ops in decodes), decodes
 
 
 @pytest.mark.parametrize(
