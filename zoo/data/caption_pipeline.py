@@ -68,7 +68,18 @@ def decode_image_bytes(contents, image_size):
     Returns:
         A float32 tensor `[image_size, image_size, 3]` in [0, 1].
     """
-    image = tf.io.decode_image(contents, channels=3, expand_animations=False)
+    return resize_decoded_image(decode_image_pixels(contents), image_size)
+
+
+def decode_image_pixels(contents):
+    """The uint8 `[H, W, 3]` pixels of an encoded image, at the file's size
+    (a GIF's first frame): the first half of `decode_image_bytes`."""
+    return tf.io.decode_image(contents, channels=3, expand_animations=False)
+
+
+def resize_decoded_image(image, image_size):
+    """`decode_image_pixels`'s image as float32 `[image_size, image_size, 3]`
+    in [0, 1]: the second half of `decode_image_bytes`."""
     image = tf.image.resize(image, [image_size, image_size], antialias=True)
     # Antialiased bilinear weights are non-negative, so this only guards
     # against rounding.

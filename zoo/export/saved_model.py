@@ -43,6 +43,10 @@ Signatures of a captioning run:
 - `logits(image: float32 [B, S, S, 3] in [0, 1], target_in: int32 [B, T])
   -> {"logits": float32 [B, T, V]}`.
 
+Both tasks also have `limits() -> {name: int64 scalar}`: the request
+limits below as the export set them, for a client to read (it takes no
+input: `served.signatures["limits"]()`).
+
 The first signature is also `serving_default`. `score` is log P(Y|X) of the
 chosen hypothesis. The search settings (`beam`, `length_penalty`,
 `stopping`) are fixed at export. Runs whose dtype policy computes in float16 or bfloat16 are
@@ -55,8 +59,19 @@ pieces (by default the run's training `max_length`, the cut
 string can't make the tokenizer exhaust the server. (Bytes that aren't
 valid UTF-8 are not refused: the tokenizer reads what it can of them.)
 Decoding stops after the step limit of
-`zoo.recipes.decoding.max_decoding_steps`. Image bytes are not bounded here:
-limit the request size in the server.
+`zoo.recipes.decoding.max_decoding_steps`. A request over one of the
+`limits` (`export_saved_model`'s argument; the defaults are the ONNX
+export's, `zoo.export.onnx_runner.DEFAULT_LIMITS`) is refused whole, before
+any of it is tokenized or decoded, with `tf.errors.InvalidArgumentError`
+(an HTTP 400 from TensorFlow Serving) whose message names the limit:
+
+- `max_batch`: the most sentences (`translate`) or images (`caption`) of
+  one request;
+- `max_image_bytes`: the most bytes of one image string;
+- `max_image_side`: the most pixels of a decoded image's height or width,
+  read from the file's header before decoding for JPEG, PNG, GIF and BMP,
+  and checked after decoding for WebP (whose format allows at most 16383
+  pixels a side, so its decode stays bounded).
 """
 
 from pathlib import Path
@@ -67,7 +82,9 @@ import tensorflow as tf
 import zoo
 from zoo import files
 from zoo import runs
-from zoo.data.caption_pipeline import decode_image_bytes
+from zoo.data.caption_pipeline import decode_image_pixels
+from zoo.data.caption_pipeline import resize_decoded_image
+from zoo.export.onnx_runner import DEFAULT_LIMITS
 from zoo.errors import ZooUserError
 from zoo.tasks import CAPTIONING
 from zoo.tasks import TRANSLATION
@@ -95,6 +112,7 @@ def export_saved_model(
     max_input_length=None,
     overwrite=False,
     stopping="early",
+    limits=None,
 ):
     """Exports a run directory as a SavedModel with serving signatures.
 
@@ -113,6 +131,10 @@ def export_saved_model(
         overwrite: replace an existing, non-empty `out`.
         stopping: beam search's rule, "early" (default) or "exact" (see
             `zoo.recipes.decoding.beam_search`; unused when greedy).
+        limits: optional dict overriding some of
+            `zoo.export.onnx_runner.DEFAULT_LIMITS` (`max_batch`,
+            `max_image_bytes`, `max_image_side`; ints >= 1): the requests
+            the signatures refuse (see the module docstring).
 
     Returns:
         The SavedModel folder, a `Path`.
@@ -126,13 +148,16 @@ def export_saved_model(
     out = Path(out)
     files.check_output_folder(out, overwrite, ExportError)
     _check_options(beam, length_penalty, max_input_length, stopping)
+    limits = check_limits(limits)
     # Before loading: a show_attend_tell model can't even be built under
     # some policies (see `check_dtype_policy`).
     check_dtype_policy(runs.read_json(run_dir / runs.CONFIG))
     run = zoo.load(run_dir)
     archive = keras.export.ExportArchive()
     archive.track(run.model)
-    ENDPOINTS[task_for(run.config)](archive, run, beam, length_penalty, max_input_length, stopping)
+    task = task_for(run.config)
+    ENDPOINTS[task](archive, run, beam, length_penalty, max_input_length, stopping, limits)
+    _add_limits_endpoint(archive, {name: limits[name] for name in TASK_LIMITS[task]})
     with files.replacing(out, folder=True) as temporary:
         archive.write_out(temporary, verbose=False)
     return out
@@ -181,6 +206,31 @@ def check_dtype_policy(config):
         )
 
 
+def check_limits(limits):
+    """`DEFAULT_LIMITS` with `limits`' entries in their place, checked.
+
+    Args:
+        limits: None, or a dict of some of `DEFAULT_LIMITS`' keys to ints >= 1.
+
+    Returns:
+        A new dict with every key of `DEFAULT_LIMITS`.
+
+    Raises:
+        ExportError: an unknown key, or a value that isn't an int >= 1.
+    """
+    limits = {} if limits is None else limits
+    if not isinstance(limits, dict):
+        raise ExportError(f"limits must be a dict of limit names to ints; received {limits!r}")
+    for name, value in limits.items():
+        if name not in DEFAULT_LIMITS:
+            raise ExportError(
+                f"unknown limit {name!r}; the limits are {', '.join(DEFAULT_LIMITS)}"
+            )
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ExportError(f"limit {name} must be an int >= 1; received {value!r}")
+    return {**DEFAULT_LIMITS, **limits}
+
+
 def _check_options(beam, length_penalty, max_input_length, stopping):
     if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1:
         raise ExportError(f"beam must be an int >= 1; received {beam!r}")
@@ -217,14 +267,15 @@ def _input_limit(translator, max_input_length):
 
 
 def _add_translation_endpoints(
-    archive, translator, beam, length_penalty, max_input_length, stopping
+    archive, translator, beam, length_penalty, max_input_length, stopping, limits
 ):
     model = translator.model
     limit = _input_limit(translator, max_input_length)
     search = compiled_search(model, beam, length_penalty, stopping=stopping)
 
     def translate(text):
-        text = tf.strings.substr(text, 0, CHARACTERS_PER_PIECE * limit, unit="UTF8_CHAR")
+        with tf.control_dependencies([_check_batch(text, "sentences", limits["max_batch"])]):
+            text = tf.strings.substr(text, 0, CHARACTERS_PER_PIECE * limit, unit="UTF8_CHAR")
         ids = translator.source_tokenizer.tokenize(text)[:, :limit]
         lengths = ids.row_lengths()
         # As `Translator.translate` pads a batch: to the longest source,
@@ -256,19 +307,33 @@ def _add_translation_endpoints(
     _add_logits_endpoint(archive, model)
 
 
-def _add_captioning_endpoints(archive, captioner, beam, length_penalty, max_input_length, stopping):
+def _add_captioning_endpoints(
+    archive, captioner, beam, length_penalty, max_input_length, stopping, limits
+):
     model = captioner.model
     size = model.image_size
     search = compiled_search(
         model, beam, length_penalty, max_length=captioner.max_caption_length, stopping=stopping
     )
 
+    def decode(contents, index):
+        with tf.control_dependencies([_check_side(_declared_side(contents), index, limits)]):
+            image = decode_image_pixels(contents)
+        # A format whose header isn't read above (WebP) is checked here.
+        with tf.control_dependencies([_check_side(tf.shape(image)[:2], index, limits)]):
+            return resize_decoded_image(image, size)
+
     def caption(images):
-        pixels = tf.map_fn(
-            lambda contents: decode_image_bytes(contents, size),
-            images,
-            fn_output_signature=tf.TensorSpec([size, size, 3], tf.float32),
-        )
+        checks = [
+            _check_batch(images, "images", limits["max_batch"]),
+            _check_bytes(images, limits["max_image_bytes"]),
+        ]
+        with tf.control_dependencies(checks):
+            pixels = tf.map_fn(
+                lambda elements: decode(*elements),
+                (images, tf.range(tf.shape(images)[0])),
+                fn_output_signature=tf.TensorSpec([size, size, 3], tf.float32),
+            )
         result = search(pixels)
         return {"caption": captioner.tokenizer.detokenize(result.tokens), "score": result.scores}
 
@@ -281,6 +346,117 @@ def _add_captioning_endpoints(archive, captioner, beam, length_penalty, max_inpu
 # Each task's serving signatures (a captioning export reads images, whose
 # size is the model's, so it has no input length to bound).
 ENDPOINTS = {TRANSLATION: _add_translation_endpoints, CAPTIONING: _add_captioning_endpoints}
+# The limits each task's signatures apply, which its `limits` signature gives.
+TASK_LIMITS = {TRANSLATION: ("max_batch",), CAPTIONING: tuple(DEFAULT_LIMITS)}
+
+
+def _add_limits_endpoint(archive, limits):
+    """`limits() -> {name: int64}`: the request limits, for clients to read."""
+
+    def read_limits():
+        return {name: tf.constant(value, tf.int64) for name, value in limits.items()}
+
+    archive.add_endpoint("limits", read_limits, input_signature=[])
+
+
+# --- request limits (see the module docstring) --------------------------------
+#
+# Each check is an op that fails the request with InvalidArgumentError; the
+# ops it guards run under `tf.control_dependencies` on it, since a decode op
+# is stateless and would otherwise be free to run first.
+
+
+def _refuse_unless(condition, template, *values):
+    """An assertion whose message is `template` formatted with `values`."""
+    return tf.debugging.Assert(condition, [tf.strings.format(template, values)])
+
+
+def _check_batch(requests, what, max_batch):
+    count = tf.shape(requests)[0]
+    return _refuse_unless(
+        count <= max_batch,
+        f"request has {{}} {what}, more than max_batch={max_batch}; "
+        "split it into smaller requests",
+        count,
+    )
+
+
+def _check_bytes(images, max_image_bytes):
+    lengths = tf.strings.length(images)
+    first = tf.argmax(tf.cast(lengths > max_image_bytes, tf.int32), output_type=tf.int32)
+    return _refuse_unless(
+        tf.reduce_all(lengths <= max_image_bytes),
+        f"images[{{}}] has {{}} bytes, more than "
+        f"max_image_bytes={max_image_bytes}; send a smaller file",
+        first,
+        tf.gather(lengths, first),
+    )
+
+
+def _check_side(shape, index, limits):
+    max_image_side = limits["max_image_side"]
+    height = tf.cast(shape[0], tf.int64)
+    width = tf.cast(shape[1], tf.int64)
+    return _refuse_unless(
+        tf.maximum(height, width) <= max_image_side,
+        f"images[{{}}] is {{}}x{{}} pixels (height x width), more than "
+        f"max_image_side={max_image_side}; send a smaller image",
+        index,
+        height,
+        width,
+    )
+
+
+# The file signatures that `tf.io.decode_image` recognizes, and the bytes
+# of the header read for a declared size.
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+GIF_SIGNATURE = b"GIF8"
+BMP_SIGNATURE = b"BM"
+JPEG_SIGNATURE = b"\xff\xd8\xff"
+HEADER_BYTES = 26
+
+
+def _declared_side(contents):
+    """The int64 `[height, width]` an image file's header declares, without
+    decoding it: JPEG (its frame header), PNG (IHDR, big-endian uint32 at
+    bytes 16-24), GIF (the logical screen, little-endian uint16 at 6-10),
+    BMP (little-endian int32 at 18-26, a negative height meaning top-down);
+    `[0, 0]` for any other bytes (WebP, or what won't decode)."""
+    # Zero-padded, so that a short string reads as zeros, not out of range.
+    header = tf.strings.substr(
+        tf.strings.join([contents, b"\0" * HEADER_BYTES]), 0, HEADER_BYTES
+    )
+    raw = tf.cast(tf.io.decode_raw(header, tf.uint8), tf.int64)
+
+    def unsigned(start, count, big_endian):
+        positions = range(start, start + count)
+        order = reversed(positions) if big_endian else positions
+        return sum(raw[i] * 256**k for k, i in enumerate(order))
+
+    def signed32(start):
+        value = unsigned(start, 4, big_endian=False)
+        return tf.where(value >= 2**31, value - 2**32, value)
+
+    def starts_with(signature):
+        return tf.equal(tf.strings.substr(header, 0, len(signature)), signature)
+
+    png = tf.stack([unsigned(20, 4, True), unsigned(16, 4, True)])
+    gif = tf.stack([unsigned(8, 2, False), unsigned(6, 2, False)])
+    bmp = tf.abs(tf.stack([signed32(22), signed32(18)]))
+    declared = tf.where(
+        starts_with(PNG_SIGNATURE),
+        png,
+        tf.where(
+            starts_with(GIF_SIGNATURE),
+            gif,
+            tf.where(starts_with(BMP_SIGNATURE), bmp, tf.zeros([2], tf.int64)),
+        ),
+    )
+    return tf.cond(
+        starts_with(JPEG_SIGNATURE),
+        lambda: tf.cast(tf.image.extract_jpeg_shape(contents)[:2], tf.int64),
+        lambda: declared,
+    )
 
 
 def _add_logits_endpoint(archive, model):

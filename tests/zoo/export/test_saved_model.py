@@ -2,13 +2,16 @@
 imported, give the Python API's outputs; the graph detokenizer is `decode`;
 bad runs and outputs are refused in one line."""
 
+import io
 import json
+import re
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from PIL import Image
 
 from cli_checks import assert_one_line_error
 from cli_checks import run_cli
@@ -17,6 +20,7 @@ import zoo
 from zoo import cli
 from zoo import data
 from zoo.export import saved_model as export
+from zoo.export.onnx_runner import DEFAULT_LIMITS
 from zoo import registry
 from zoo import runs
 from zoo.training import loop as training
@@ -30,6 +34,9 @@ pytestmark = pytest.mark.tensorflow_only
 # The translation run reads at most this many source pieces (its training
 # max_length), so the export's default bound is small enough to test.
 MAX_INPUT_LENGTH = 12
+# The captioner's export limits: its served request (4 images of 64 x 64,
+# a few kB each) is exactly at them, so one more image or pixel is over.
+CAPTION_LIMITS = {"max_batch": 4, "max_image_bytes": 100_000, "max_image_side": 64}
 
 
 def write_run(out, preset, sentences, targets=None, max_length=None):
@@ -169,7 +176,8 @@ def served(translation_run, caption_run, sentencepiece_run, tmp_path_factory):
     captioner_out.mkdir()
     (captioner_out / "stale.txt").write_text("an older export")
     export.export_saved_model(
-        caption_run, captioner_out, beam=2, length_penalty=0.6, overwrite=True
+        caption_run, captioner_out, beam=2, length_penalty=0.6, overwrite=True,
+        limits=CAPTION_LIMITS,
     )
 
     export.export_saved_model(sentencepiece_run, folder / "sentencepiece")
@@ -186,6 +194,8 @@ def served(translation_run, caption_run, sentencepiece_run, tmp_path_factory):
         path.write_bytes(tf.io.encode_png(example.image).numpy())
     images.append(folder / "image3.jpg")
     images[-1].write_bytes(tf.io.encode_jpeg(examples[1].image, quality=80).numpy())
+    assert len(images) == CAPTION_LIMITS["max_batch"]
+    assert max(path.stat().st_size for path in images) < CAPTION_LIMITS["max_image_bytes"]
 
     rng = np.random.default_rng(0)
     arrays = {
@@ -401,4 +411,162 @@ def test_unexportable_dtype_policy_is_one_line(capsys, request, tmp_path, run, p
     runs.write_json(copy / runs.CONFIG, config)
     code, _, err = run_cli(capsys, "export", str(copy), "--out", str(tmp_path / "out"))
     assert_one_line_error(code, err, repr(policy), *words)
+    assert not (tmp_path / "out").exists()
+
+
+# --- request limits ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def loaded(served):
+    """The two exports of `served`, loaded in this process."""
+    folder = served["folder"]
+    return {
+        "translator": tf.saved_model.load(str(folder / "translator")),
+        "captioner": tf.saved_model.load(str(folder / "captioner")),
+    }
+
+
+def refusal(message):
+    """`pytest.raises` for a request refused with exactly `message`."""
+    return pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(f"[{message}]"))
+
+
+def test_limits_signature_gives_the_limits_of_the_export(loaded):
+    def limits(name):
+        return {key: int(value) for key, value in loaded[name].signatures["limits"]().items()}
+
+    assert limits("translator") == {"max_batch": DEFAULT_LIMITS["max_batch"]}
+    assert limits("captioner") == CAPTION_LIMITS
+
+
+def test_a_request_over_max_batch_is_refused_naming_the_limit(loaded, served):
+    """(The served requests, 4 images at CAPTION_LIMITS' max_batch, show
+    that a request at the limit is served.)"""
+    over = DEFAULT_LIMITS["max_batch"] + 1
+    translate = loaded["translator"].signatures["translate"]
+    with refusal(
+        f"request has {over} sentences, more than max_batch={DEFAULT_LIMITS['max_batch']}; "
+        "split it into smaller requests"
+    ):
+        translate(text=tf.constant(["the small dog sees a cat."] * over))
+    images = [path.read_bytes() for path in served["images"]]
+    caption = loaded["captioner"].signatures["caption"]
+    with refusal("request has 5 images, more than max_batch=4; split it into smaller requests"):
+        caption(images=tf.constant(images + images[:1]))
+
+
+def test_an_image_over_max_image_bytes_is_refused_before_decoding(loaded, served):
+    # Bytes that don't decode: the refusal must come first.
+    too_long = b"\0" * (CAPTION_LIMITS["max_image_bytes"] + 1)
+    caption = loaded["captioner"].signatures["caption"]
+    with refusal(
+        f"images[1] has {len(too_long)} bytes, more than max_image_bytes=100000; "
+        "send a smaller file"
+    ):
+        caption(images=tf.constant([served["images"][0].read_bytes(), too_long]))
+
+
+def image_file(image_format, height, width):
+    pixels = np.random.default_rng(0).integers(0, 256, (height, width, 3), dtype="uint8")
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, image_format)
+    return buffer.getvalue()
+
+
+def header_only(image_format, height, width):
+    """An image file cut to its header: it declares its size but won't decode."""
+    contents = image_file(image_format, height, width)
+    if image_format == "JPEG":
+        # Up to the end of the scan header (what libjpeg reads for the
+        # shape), without the scan's data.
+        scan = contents.index(b"\xff\xda")
+        return contents[: scan + 2 + int.from_bytes(contents[scan + 2 : scan + 4], "big")]
+    return contents[: {"PNG": 33, "GIF": 13, "BMP": 54}[image_format]]
+
+
+def png_declaring(height, width):
+    """A valid 64 x 64 PNG whose IHDR says `height` x `width` (its CRC no
+    longer matches, so it won't decode)."""
+    contents = bytearray(image_file("PNG", 64, 64))
+    contents[16:24] = width.to_bytes(4, "big") + height.to_bytes(4, "big")
+    return bytes(contents)
+
+
+@pytest.mark.parametrize(
+    "make, height, width",
+    [
+        (lambda: image_file("PNG", 64, 65), 64, 65),
+        (lambda: image_file("WEBP", 65, 64), 65, 64),  # checked after decoding
+        (lambda: png_declaring(100_000, 64), 100_000, 64),
+        (lambda: header_only("JPEG", 64, 70), 64, 70),
+        (lambda: header_only("PNG", 70, 3), 70, 3),
+        (lambda: header_only("GIF", 3, 70), 3, 70),
+        (lambda: header_only("BMP", 70, 70), 70, 70),
+    ],
+    ids=["png", "webp", "png-patched-ihdr", "jpeg-header", "png-header", "gif-header", "bmp-header"],
+)
+def test_an_image_over_max_image_side_is_refused_naming_the_limit(
+    loaded, served, make, height, width
+):
+    """Files whose header is over the limit but whose data doesn't decode
+    are refused with the limit, so their header is read before decoding."""
+    contents = make()
+    caption = loaded["captioner"].signatures["caption"]
+    with refusal(
+        f"images[1] is {height}x{width} pixels (height x width), more than "
+        "max_image_side=64; send a smaller image"
+    ):
+        caption(images=tf.constant([served["images"][0].read_bytes(), contents]))
+
+
+def test_header_only_files_do_not_decode():
+    """What makes the header checks above prove that the header is read
+    (the order of the check and the decode is the next test's)."""
+    for contents in [png_declaring(100_000, 64)] + [
+        header_only(image_format, 70, 70) for image_format in ("JPEG", "PNG", "GIF", "BMP")
+    ]:
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            tf.io.decode_image(contents, channels=3, expand_animations=False)
+
+
+def control_inputs(signature, op_type):
+    """For each node of `op_type` in the signature's functions, the op types
+    of the nodes it waits for (its control inputs)."""
+    found = []
+    for function in signature.graph.as_graph_def().library.function:
+        ops = {node.name: node.op for node in function.node_def}
+        for node in function.node_def:
+            if node.op == op_type:
+                found.append(
+                    {ops.get(name[1:]) for name in node.input if name.startswith("^")}
+                )
+    return found
+
+
+def test_the_limits_are_checked_before_reading_the_request(loaded):
+    """A decode op is stateless, free to run before an assertion it doesn't
+    wait for: the images' decoding loop and each image's decode wait for
+    the checks."""
+    caption = loaded["captioner"].signatures["caption"]
+    # The search's loops are While ops too: one of them is the decoding loop.
+    assert any("Assert" in ops for ops in control_inputs(caption, "While"))
+    decodes = control_inputs(caption, "DecodeImage")
+    assert decodes and all("Assert" in ops for ops in decodes), decodes
+
+
+@pytest.mark.parametrize(
+    "limits, words",
+    [
+        ({"max_images": 3}, ["unknown limit 'max_images'", "max_batch, max_image_bytes"]),
+        ({"max_batch": 0}, ["limit max_batch must be an int >= 1", "received 0"]),
+        ({"max_image_side": 8.0}, ["limit max_image_side", "received 8.0"]),
+    ],
+)
+def test_bad_limits_are_refused_in_one_line(caption_run, tmp_path, limits, words):
+    with pytest.raises(export.ExportError) as raised:
+        export.export_saved_model(caption_run, tmp_path / "out", limits=limits)
+    assert "\n" not in str(raised.value)
+    for word in words:
+        assert word in str(raised.value)
     assert not (tmp_path / "out").exists()
