@@ -552,6 +552,7 @@ def command_export(args):
             max_input_length=args.max_input_length,
             overwrite=args.overwrite,
             stopping=args.beam_stop,
+            limits=request_limits(args),
         )
     print(f"{args.format}: {path}")
 

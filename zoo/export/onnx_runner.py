@@ -110,15 +110,17 @@ def check_limits(limits, error=None):
     known keys, ints >= 1; `error` (an exception class, default
     `RunnerError`) otherwise. The exports' options go through it."""
     error = error or RunnerError
+    if limits is not None and not isinstance(limits, dict):
+        raise error(f"limits must be a dict of limit names to ints; received {limits!r}")
     limits = dict(limits or {})
     unknown = sorted(set(limits) - set(DEFAULT_LIMITS))
     if unknown:
         raise error(
-            f"unknown request limit {', '.join(unknown)}; the limits are {', '.join(DEFAULT_LIMITS)}"
+            f"unknown limit {', '.join(map(repr, unknown))}; the limits are {', '.join(DEFAULT_LIMITS)}"
         )
     for name, value in limits.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise error(f"request limit {name} must be an int >= 1; received {value!r}")
+            raise error(f"limit {name} must be an int >= 1; received {value!r}")
     return {**DEFAULT_LIMITS, **limits}
 
 

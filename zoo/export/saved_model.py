@@ -85,6 +85,7 @@ from zoo import runs
 from zoo.data.caption_pipeline import decode_image_pixels
 from zoo.data.caption_pipeline import resize_decoded_image
 from zoo.export.onnx_runner import DEFAULT_LIMITS
+from zoo.export.onnx_runner import check_limits
 from zoo.errors import ZooUserError
 from zoo.tasks import CAPTIONING
 from zoo.tasks import TRANSLATION
@@ -148,7 +149,7 @@ def export_saved_model(
     out = Path(out)
     files.check_output_folder(out, overwrite, ExportError)
     _check_options(beam, length_penalty, max_input_length, stopping)
-    limits = check_limits(limits)
+    limits = check_limits(limits, ExportError)
     # Before loading: a show_attend_tell model can't even be built under
     # some policies (see `check_dtype_policy`).
     check_dtype_policy(runs.read_json(run_dir / runs.CONFIG))
@@ -204,31 +205,6 @@ def check_dtype_policy(config):
             f"cannot export a show_attend_tell model with dtype policy {policy.name!r} "
             f"({where}): the recipe builds only under float32; {fix}"
         )
-
-
-def check_limits(limits):
-    """`DEFAULT_LIMITS` with `limits`' entries in their place, checked.
-
-    Args:
-        limits: None, or a dict of some of `DEFAULT_LIMITS`' keys to ints >= 1.
-
-    Returns:
-        A new dict with every key of `DEFAULT_LIMITS`.
-
-    Raises:
-        ExportError: an unknown key, or a value that isn't an int >= 1.
-    """
-    limits = {} if limits is None else limits
-    if not isinstance(limits, dict):
-        raise ExportError(f"limits must be a dict of limit names to ints; received {limits!r}")
-    for name, value in limits.items():
-        if name not in DEFAULT_LIMITS:
-            raise ExportError(
-                f"unknown limit {name!r}; the limits are {', '.join(DEFAULT_LIMITS)}"
-            )
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ExportError(f"limit {name} must be an int >= 1; received {value!r}")
-    return {**DEFAULT_LIMITS, **limits}
 
 
 def _check_options(beam, length_penalty, max_input_length, stopping):
