@@ -274,25 +274,34 @@ PRESETS = {
         },
         "training": MULTI30K_TRAINING,
     },
+    # The shape of the fairseq Transformer-tiny that is the Multi30k anchor
+    # (4+4 layers, d_model 128, 4 heads, feed-forward 256, dropout 0.3):
+    # at 29k training pairs a small, strongly regularised model beats a wider
+    # one, and it trains about twice as many epochs per hour on 2 CPU cores.
     "transformer_multi30k": {
         "recipe": "transformer",
-        "description": "Transformer sized for Multi30k En-De (3+3 layers, d_model 256)",
+        "description": "Transformer-tiny for Multi30k En-De (4+4 layers, d_model 128, "
+        "the fairseq anchor's shape)",
         "model": {
-            "d_model": 256,
-            "num_heads": 8,
-            "num_encoder_layers": 3,
-            "num_decoder_layers": 3,
-            "feed_forward_dim": 512,
-            "dropout": 0.1,
+            "d_model": 128,
+            "num_heads": 4,
+            "num_encoder_layers": 4,
+            "num_decoder_layers": 4,
+            "feed_forward_dim": 256,
+            "dropout": 0.3,
+            "share_target_embeddings": True,
             "norm_first": True,
             "max_target_length": 96,
             "max_source_length": 96,
         },
-        # The Transformer's warm-up then inverse square root decay, peaking
-        # at 5e-4 after about two epochs of Multi30k (453 batches of 64 each).
+        # The Transformer's warm-up then inverse square root decay. Batches of
+        # 128 pairs (about 1,800 target tokens) are a quarter of the anchor's
+        # 8,192-token updates, so the peak rate is lower than its 5e-3.
         "training": {
             **MULTI30K_TRAINING,
-            "learning_rate": 5e-4,
+            "batch_size": 128,
+            "epochs": 24,
+            "learning_rate": 2e-3,
             "schedule": "inverse_sqrt",
             "warmup_steps": 1000,
         },
