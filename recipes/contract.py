@@ -15,6 +15,10 @@ and declares, instead of leaving decoding and export to find out:
   ONNX decoder-step graph does not output them);
 - `attention_state_key`: the state entry whose axis 1 is the attention width
   S, the `[B, S]` of each step's attention (`attention_width`);
+- `step_cache_axes`: the state entries that hold one slot per target
+  position (a self-attention key/value cache of `max_target_length` slots),
+  each with the axis of its slots; a search of at most L steps cuts them to
+  L slots (`fit_step_caches`);
 - `pad_id`, `bos_id`, `eos_id`: the special token ids (by default those of
   `SPECIAL_TOKENS`, the first entries of every vocabulary);
 - `image_size` and `grid_shape` for an image recipe: the square input size
@@ -87,6 +91,8 @@ class SequenceGenerator(keras.Model):
     constant_state_keys = ()
     # The entry whose axis 1 has the size of each step's attention.
     attention_state_key = "source_mask"
+    # Entry -> axis of the entries that hold one slot per target position.
+    step_cache_axes = {}
     # An image recipe's square input size and feature grid; None otherwise.
     image_size = None
     grid_shape = None
@@ -198,3 +204,24 @@ def carried_state_keys(model, state):
             f"state from `encode` does not hold (it holds {list(state)})"
         )
     return [key for key in state if key not in model.constant_state_keys]
+
+
+def fit_step_caches(model, state, steps):
+    """`state` with each entry of `model.step_cache_axes` cut to its first
+    `steps` slots (a python int, or a scalar tensor under `tf.function`).
+
+    `decode_step` at step t reads and writes only the slots below t + 1, so
+    a search of at most `steps` steps decodes the same with the cut cache,
+    and each step then attends over, writes and (in beam search) reorders
+    `steps` slots instead of `max_target_length`.
+    """
+    axes = getattr(model, "step_cache_axes", {})
+    if not axes:
+        return state
+    fitted = dict(state)
+    for key, axis in axes.items():
+        value = state[key]
+        size = list(ops.shape(value))
+        size[axis] = steps
+        fitted[key] = ops.slice(value, [0] * len(size), size)
+    return fitted

@@ -16,8 +16,9 @@ contract between recipes, decoding and export"):
   attention of that step `[B, S]`;
 - the declarations: `bos_id`, `eos_id`, `pad_id`, `max_target_length` (an
   int bound on the number of steps, such as a key/value cache size, or
-  None), `attention_width(state)` (S, read from the state's shape) and
-  `constant_state_keys` (the entries that beam search need not reorder).
+  None), `attention_width(state)` (S, read from the state's shape),
+  `constant_state_keys` (the entries that beam search need not reorder) and
+  `step_cache_axes` (the caches a search cuts to its step limit).
 
 The step loop is one `keras.ops.while_loop`, so the whole search compiles to
 one graph on TensorFlow (`tf.function`, also with an unknown batch and source
@@ -45,6 +46,7 @@ from keras import ops
 from zoo.recipes.contract import EOS_ID
 from zoo.recipes.contract import PAD_ID
 from zoo.recipes.contract import carried_state_keys
+from zoo.recipes.contract import fit_step_caches
 
 # A "minus infinity" that stays finite: sums and differences of it never make
 # NaN, and anything below NEG_INF / 2 is treated as impossible.
@@ -176,6 +178,7 @@ def greedy_search(
     state = model.encode(source)
     source_width = model.attention_width(state)
     limit = max_decoding_steps(model, source_width, max_length, max_length_ratio, max_length_offset)
+    state = fit_step_caches(model, state, limit)
     hypotheses = {
         "tokens": ops.zeros((batch, limit), "int32"),
         "attention": ops.zeros((batch, limit, source_width), "float32"),
@@ -327,6 +330,7 @@ def beam_search(
     source_width = model.attention_width(state)
     limit = max_decoding_steps(model, source_width, max_length, max_length_ratio, max_length_offset)
     carried = carried_state_keys(model, state)
+    state = fit_step_caches(model, state, limit)
     state = keras.tree.map_structure(lambda x: ops.repeat(x, width, axis=0), state)
     coverage_mask = _coverage_mask(source, batch, source_width, model.pad_id)
     scorer = _GnmtScorer(alpha, beta, coverage_mask, batch, width)

@@ -316,11 +316,16 @@ class Transformer(Seq2SeqRecipe):
     xla_on_tensorflow = False
 
     # The contract's declarations (zoo.recipes.contract): the decoder's
-    # self-attention caches are the only entries a step changes.
+    # self-attention caches are the only entries a step changes, and they
+    # hold one slot per target position on axis 2.
     @property
     def constant_state_keys(self):
         cross = tuple(f"cross_cache_{i}" for i in range(self.num_decoder_layers))
         return ("memory", "source_mask") + cross
+
+    @property
+    def step_cache_axes(self):
+        return {f"self_cache_{i}": 2 for i in range(self.num_decoder_layers)}
 
     def __init__(
         self,

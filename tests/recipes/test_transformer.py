@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from keras import ops
 
+from zoo.recipes.decoding import beam_search
 from zoo.recipes.decoding import greedy_search
 from zoo.recipes.transformer import Transformer
 from zoo.recipes.transformer import sinusoidal_positions
@@ -137,6 +138,30 @@ def test_state_is_a_flat_batch_first_dict_that_can_be_gathered():
     logits, _, _ = model.decode_step(TARGET_IN[order, 1], gathered, 1)
     expected = to_numpy(model(INPUTS))[order, 1]
     np.testing.assert_allclose(to_numpy(logits), expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("search", [greedy_search, beam_search], ids=["greedy", "beam"])
+def test_searches_cut_the_self_attention_caches_to_their_step_limit(search, monkeypatch):
+    model = make_model(max_target_length=32)
+    slots = []
+    decode_step = model.decode_step
+
+    def recording_step(tokens, state, step):
+        slots.append(state["self_cache_0"].shape[2])
+        return decode_step(tokens, state, step)
+
+    monkeypatch.setattr(model, "decode_step", recording_step)
+    cut = search(model, SOURCE, max_length=5)
+    assert slots and set(slots) == {5}
+
+    # The same search over the whole 32-slot caches gives the same result.
+    monkeypatch.setattr(Transformer, "step_cache_axes", {})
+    slots.clear()
+    whole = search(model, SOURCE, max_length=5)
+    assert set(slots) == {32}
+    np.testing.assert_array_equal(to_numpy(cut.tokens), to_numpy(whole.tokens))
+    np.testing.assert_allclose(to_numpy(cut.scores), to_numpy(whole.scores), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(cut.attention), to_numpy(whole.attention), atol=1e-5)
 
 
 @pytest.mark.parametrize("norm_first,share", VARIANTS, ids=VARIANT_IDS)
