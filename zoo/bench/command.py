@@ -199,11 +199,8 @@ def command(args):
         if code:
             raise SystemExit(code)
         return
-    if args.run and args.suite == "export":
-        _bench_trained_serving(args, "zoo bench " + " ".join(argv))
-        return
     if args.run:
-        _bench_trained_run(args, "zoo bench " + " ".join(argv))
+        _bench_trained(args, "zoo bench " + " ".join(argv))
         return
     suites = SUITES if args.suite == "all" else (args.suite,)
     results, cases = run(
@@ -219,35 +216,28 @@ def command(args):
     _write_results(results, args.out)
 
 
-def _bench_trained_run(args, command_line):
-    from zoo.bench import trained_decoding
+def _bench_trained(args, command_line):
+    """A suite over a trained run (`--run`): `export` times the serving
+    sides (greedy unless --beam), `decode` the searches (beam 5 unless
+    --beam)."""
+    if args.suite == "export":
+        from zoo.bench import trained_serving as suite
 
-    results = trained_decoding.bench_trained_run(
+        bench, beam = suite.bench_trained_serving, args.beam or 1
+    else:
+        from zoo.bench import trained_decoding as suite
+
+        bench, beam = suite.bench_trained_run, args.beam or 5
+    results = bench(
         args.run,
         data=args.data,
         limit=args.limit,
-        beam=args.beam or 5,
+        beam=beam,
         length_penalty=args.length_penalty,
         log=lambda line: print(line, file=sys.stderr, flush=True),
     )
     results["command"] = command_line
-    print(trained_decoding.markdown_table(results), flush=True)
-    _write_results(results, args.out)
-
-
-def _bench_trained_serving(args, command_line):
-    from zoo.bench import trained_serving
-
-    results = trained_serving.bench_trained_serving(
-        args.run,
-        data=args.data,
-        limit=args.limit,
-        beam=args.beam or 1,
-        length_penalty=args.length_penalty,
-        log=lambda line: print(line, file=sys.stderr, flush=True),
-    )
-    results["command"] = command_line
-    print(trained_serving.markdown_table(results), flush=True)
+    print(suite.markdown_table(results), flush=True)
     _write_results(results, args.out)
 
 
