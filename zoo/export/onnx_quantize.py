@@ -36,6 +36,9 @@ def quantize_int8(folder):
             quantized,
             op_types_to_quantize=list(QUANTIZED_OPS),
             weight_type=QuantType.QInt8,
+            # A scale per output column: a column of small weights keeps
+            # its precision beside a column of large ones.
+            per_channel=True,
         )
         quantized.replace(graph)
-    return {"quantization": "int8-dynamic", "op_types": list(QUANTIZED_OPS)}
+    return {"quantization": "int8-dynamic", "op_types": list(QUANTIZED_OPS), "per_channel": True}

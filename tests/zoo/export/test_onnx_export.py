@@ -255,9 +255,15 @@ def test_int8_export_quantizes_the_matrix_products(exports, tmp_path):
     out = onnx_export.export_onnx(run_dir, tmp_path / "int8", quantize="int8")
     manifest = onnx_runner.read_manifest(out)
     assert manifest["quantization"]["quantization"] == "int8-dynamic"
+    assert manifest["quantization"]["per_channel"] is True
     for name in ("encoder.onnx", "decoder_step.onnx"):
         ops = {node.op_type for node in onnx.load(out / name).graph.node}
         assert "MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops, (name, ops)
+        # Per-channel weights: a weight's scale holds one value per column.
+        scales = [
+            t for t in onnx.load(out / name).graph.initializer if t.name.endswith("_scale")
+        ]
+        assert any(np.prod(t.dims) > 1 for t in scales), (name, [t.dims for t in scales])
     translations = onnx_runner.load(out).translate(SENTENCES)
     assert len(translations) == len(SENTENCES)
     assert all(t.target_pieces for t in translations)
