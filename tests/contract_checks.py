@@ -11,6 +11,8 @@ import keras
 import numpy as np
 from layer_checks import to_numpy
 
+from zoo.recipes.contract import fit_step_caches
+
 # The parts of the contract, as `ContractError` names them.
 SPECIAL_IDS = "special token ids"
 SOURCE_SPEC = "source_spec"
@@ -18,6 +20,7 @@ IMAGE = "image_size and grid_shape"
 STATE = "state"
 CONSTANT_STATE = "constant_state_keys"
 CARRIED_STATE = "carried state"
+STEP_CACHES = "step_cache_axes"
 ATTENTION_WIDTH = "attention width"
 TEACHER_FORCING = "decode_step equals call"
 
@@ -82,7 +85,39 @@ def check_recipe(model, source, target_in, atol=1e-5):
                 f"decode_step's logits at step {step} differ from call's by {difference:.3g} "
                 f"(more than {atol})",
             )
+    _check_step_caches(model, source, target_in, expected, atol)
     return np.stack([attention for _, attention in steps], axis=1)
+
+
+def _check_step_caches(model, source, target_in, expected, atol):
+    """Each declared step cache is a carried entry with `max_target_length`
+    slots on its axis, and decoding with the caches cut to the target's
+    length (as a search cuts them to its step limit) still equals `call`."""
+    if not model.step_cache_axes:
+        return
+    state = model.encode(source)
+    for key, axis in model.step_cache_axes.items():
+        shape = tuple(state[key].shape) if key in state else None
+        if key in model.constant_state_keys or shape is None or len(shape) <= axis:
+            raise ContractError(
+                STEP_CACHES, f"{key!r} (axis {axis}) is not a carried entry of the state"
+            )
+        if shape[axis] != model.max_target_length:
+            raise ContractError(
+                STEP_CACHES,
+                f"state[{key!r}] has {shape[axis]} slots on axis {axis}, not "
+                f"max_target_length={model.max_target_length}",
+            )
+    state = fit_step_caches(model, state, target_in.shape[1])
+    for step in range(target_in.shape[1]):
+        logits, state, _ = model.decode_step(target_in[:, step], state, step)
+        difference = np.max(np.abs(to_numpy(logits) - expected[:, step]))
+        if not difference <= atol:
+            raise ContractError(
+                STEP_CACHES,
+                f"with the step caches cut to {target_in.shape[1]} slots, decode_step's "
+                f"logits at step {step} differ from call's by {difference:.3g}",
+            )
 
 
 def _check_special_ids(model):

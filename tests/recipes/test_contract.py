@@ -16,6 +16,7 @@ from contract_checks import IMAGE
 from contract_checks import SOURCE_SPEC
 from contract_checks import SPECIAL_IDS
 from contract_checks import STATE
+from contract_checks import STEP_CACHES
 from contract_checks import TEACHER_FORCING
 from contract_checks import ContractError
 from contract_checks import check_recipe
@@ -78,6 +79,15 @@ class DeclaresTheWrongAttentionEntry(Transformer):
     its buffers by the width.)"""
 
     attention_state_key = "self_cache_0"
+
+
+class DeclaresItsCachesOnTheHeadsAxis(Transformer):
+    """Declares axis 3 of `[B, 2, T, H, key_dim]` as the caches' slots: a
+    search would cut the heads, not the positions."""
+
+    @property
+    def step_cache_axes(self):
+        return {key: 3 for key in super().step_cache_axes}
 
 
 class ForgetsItsState(RNNSearch):
@@ -143,6 +153,7 @@ BROKEN = [
     (DeclaresAMissingConstant, CONSTANT_STATE, "['keys']"),
     (DeclaresTheWrongAttentionEntry, ATTENTION_WIDTH, "state['self_cache_0']) is 2"),
     (ForgetsItsState, TEACHER_FORCING, "at step 1"),
+    (DeclaresItsCachesOnTheHeadsAxis, STEP_CACHES, "slots on axis 3"),
     (ChangesACarriedDtype, CARRIED_STATE, "state['decoder_state']"),
     (KeepsAnUnbatchedEntry, STATE, "state['positions']"),
     (SwapsItsSpecialIds, SPECIAL_IDS, "'eos_id': 0"),
