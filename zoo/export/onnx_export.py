@@ -300,7 +300,10 @@ def convert_model(model, folder, opset=OPSET):
     carried = carried_state_keys(model, state)
     # The traced state's shapes: None wherever an entry follows an open axis
     # of the source.
-    state_specs = [tf.TensorSpec(state[name].shape, state[name].dtype, name=name) for name in names]
+    state_specs = [
+        tf.TensorSpec(_open_step_axis(model, name, state[name].shape), state[name].dtype, name=name)
+        for name in names
+    ]
     token_spec = tf.TensorSpec([None], tf.int32, name="previous_tokens")
     step_spec = tf.TensorSpec([], tf.int32, name="step")
 
@@ -326,6 +329,17 @@ def convert_model(model, folder, opset=OPSET):
             },
         },
     }
+
+
+def _open_step_axis(model, name, shape):
+    """A state entry's shape, with the slot axis of a declared step cache
+    left open: the searches cut the caches to their step limit
+    (`zoo.recipes.contract.fit_step_caches`)."""
+    shape = list(shape)
+    axis = model.step_cache_axes.get(name)
+    if axis is not None:
+        shape[axis] = None
+    return shape
 
 
 def _convert(function, signature, path, opset):
@@ -357,6 +371,7 @@ def _manifest(model, task, config, graphs, vocabularies, opset):
         "bos_id": model.bos_id,
         "eos_id": model.eos_id,
         "attention_state_key": model.attention_state_key,
+        "step_cache_axes": dict(model.step_cache_axes),
         "max_target_length": model.max_target_length,
         "max_source_length": getattr(model, "max_source_length", None),
         # Sources are cut to it (translation), or captions to it (captioning),

@@ -66,7 +66,8 @@ RUNNER = "run.py"
 README = "README.md"
 MANIFEST_FORMAT = "keras-attention-zoo-onnx"
 # 3: the folder runs on its own (request limits, search settings, run.py).
-MANIFEST_VERSION = 3
+# 4: `step_cache_axes`; the decoder step takes its caches cut to any length.
+MANIFEST_VERSION = 4
 # The prefix of the decoder-step outputs that carry a changed state entry:
 # an ONNX graph cannot have an input and an output of the same name.
 NEW_STATE_PREFIX = "new_"
@@ -185,7 +186,8 @@ class OnnxModel:
     Attributes:
         manifest: the folder's manifest dict.
         pad_id, bos_id, eos_id, max_target_length, constant_state_keys,
-        attention_state_key: the contract's declarations, from the manifest.
+        attention_state_key, step_cache_axes: the contract's declarations,
+        from the manifest.
         image_size, grid_shape: for a captioning export (else None).
     """
 
@@ -210,6 +212,7 @@ class OnnxModel:
         self.eos_id = self.manifest["eos_id"]
         self.max_target_length = self.manifest["max_target_length"]
         self.attention_state_key = self.manifest["attention_state_key"]
+        self.step_cache_axes = self.manifest["step_cache_axes"]
         self.image_size = self.manifest["image_size"]
         grid = self.manifest["grid_shape"]
         self.grid_shape = tuple(grid) if grid else None
@@ -300,6 +303,7 @@ def greedy_search(model, source, max_length=None, max_length_ratio=1.5, max_leng
     state = model.encode(source)
     source_width = model.attention_width(state)
     limit = max_decoding_steps(model, source_width, max_length, max_length_ratio, max_length_offset)
+    state = _fit_step_caches(model, state, limit)
     tokens = np.full((batch,), model.bos_id, "int32")
     logits, state, attention = model.decode_step(tokens, state, 0)
     hypotheses = np.zeros((batch, limit), "int32")
@@ -380,6 +384,7 @@ def beam_search(
     source_width = model.attention_width(state)
     limit = max_decoding_steps(model, source_width, max_length, max_length_ratio, max_length_offset)
     carried = _carried_state_keys(model, state)
+    state = _fit_step_caches(model, state, limit)
     state = {key: np.repeat(np.asarray(value), width, axis=0) for key, value in state.items()}
     scorer = _GnmtScorer(
         length_penalty, coverage_penalty, _coverage_mask(source, batch, source_width, model.pad_id)
@@ -445,6 +450,17 @@ def _check_beam_arguments(beam_width, length_penalty, coverage_penalty, stopping
 
 def _is_int(value):
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _fit_step_caches(model, state, steps):
+    """`zoo.recipes.contract.fit_step_caches`: each declared step cache cut
+    to its first `steps` slots, all that a search of `steps` steps uses."""
+    fitted = dict(state)
+    for key, axis in getattr(model, "step_cache_axes", {}).items():
+        cut = [slice(None)] * np.ndim(state[key])
+        cut[axis] = slice(0, steps)
+        fitted[key] = np.ascontiguousarray(state[key][tuple(cut)])
+    return fitted
 
 
 def _carried_state_keys(model, state):
