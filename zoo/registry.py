@@ -304,6 +304,9 @@ PRESETS = {
             "learning_rate": 2e-3,
             "schedule": "inverse_sqrt",
             "warmup_steps": 1000,
+            # The fairseq and tensor2tensor recipes decode with the mean of
+            # the last few epochs' weights, which a noisy small-batch run needs.
+            "average_last": 5,
         },
     },
     "show_attend_tell_small": {

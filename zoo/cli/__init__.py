@@ -3,6 +3,7 @@
     zoo list
     zoo train PRESET [--data SPEC] [--epochs N] [--out DIR] [--strategy S] [--mixed-precision P]
               [--jit-compile on|off] [--label-smoothing E] [--schedule S] [--warmup-steps N]
+              [--average-last N]
               [--validation-bleu|--no-validation-bleu] [--tokenizer wordpiece|sentencepiece]
               [--shared-vocabulary]
               (resumes DIR when it holds an unfinished run)
@@ -153,6 +154,13 @@ def build_parser():
         type=non_negative_int,
         metavar="N",
         help="override the preset's linear learning-rate warm-up, in updates",
+    )
+    train.add_argument(
+        "--average-last",
+        type=non_negative_int,
+        metavar="N",
+        help="after the last epoch, make the run's weights the mean of its last N epoch "
+        "checkpoints, as `zoo average --last N` does (default: the preset's; 0: none)",
     )
     train.add_argument(
         "--validation-bleu",
@@ -389,6 +397,7 @@ def command_train(args):
         validation_bleu=args.validation_bleu,
         tokenizer=args.tokenizer,
         shared_vocabulary=args.shared_vocabulary,
+        average_last=args.average_last,
     )
     print(f"run directory: {out}")
     print((out / "metrics.json").read_text().strip())

@@ -12,6 +12,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from zoo.training import averaging
 from zoo.training import checkpoints
 from zoo.training import distributed
 from zoo.training import validation
@@ -119,6 +120,15 @@ def check_training_settings(training):
         raise TrainingError(
             "the inverse_sqrt schedule needs warmup_steps >= 1 (its peak, --warmup-steps); "
             f"received {warmup!r}"
+        )
+    average_last = training.get("average_last", 0)
+    if not isinstance(average_last, int) or isinstance(average_last, bool) or average_last < 0:
+        raise TrainingError(f"average_last must be an int >= 0; received {average_last!r}")
+    # Checked before training, not after hours of it.
+    if average_last > training["epochs"]:
+        raise TrainingError(
+            f"average_last {average_last} is more than the run's {training['epochs']} "
+            "epochs; choose --average-last at most --epochs"
         )
 
 
@@ -281,6 +291,7 @@ def train(
     validation_bleu=None,
     tokenizer=None,
     shared_vocabulary=None,
+    average_last=None,
 ):
     """Trains preset `preset` and writes its run directory `out`.
 
@@ -338,6 +349,12 @@ def train(
             (lowercase) or "sentencepiece" (keeps case; translation only).
         shared_vocabulary: None (the preset's setting, else False), or
             True for one vocabulary learned from both languages.
+        average_last: override the preset's `average_last` (int >= 0):
+            after the last epoch, the run's `model.weights.h5` becomes the
+            mean of its last this many epoch checkpoints, as `zoo average`
+            makes it (`zoo.training.averaging`), and the test split is
+            scored with it; 0: the last epoch's weights. Given here, it may
+            not exceed the epochs; the preset's shrinks to them.
 
     Returns:
         The run directory, a `Path`.
@@ -371,9 +388,13 @@ def train(
         ("schedule", schedule),
         ("warmup_steps", warmup_steps),
         ("validation_bleu", validation_bleu),
+        ("average_last", average_last),
     ):
         if value is not None:
             training[key] = value
+    if average_last is None and "average_last" in training:
+        # The preset's average shrinks to a shorter run that --epochs asks for.
+        training["average_last"] = min(training["average_last"], training["epochs"])
     check_training_settings(training)
     if test_size is not None and training["data"] != "synthetic":
         raise TrainingError(
@@ -464,6 +485,7 @@ def train(
     )
     seconds = time.monotonic() - started
     runs.save_weights(model, out / runs.WEIGHTS)
+    averaged = _average_last_checkpoints(model, out, training.get("average_last", 0))
 
     epochs_run = training["epochs"] - epochs_done - steps_done / batches_per_epoch
     one_epoch = task_data.train_data(None)
@@ -478,11 +500,23 @@ def train(
     }
     if checkpoint:
         metrics["resumed_from"] = checkpoint.name
+    if averaged:
+        metrics["averaged_checkpoints"] = averaged
     metrics.update(task.speed_metrics(epochs_run, task_data, seconds))
     if evaluate_test and task_data.evaluate is not None:
         metrics.update(task_data.evaluate(model, config))
     runs.write_json(out / runs.METRICS, metrics)
     return out
+
+
+def _average_last_checkpoints(model, out, last):
+    """Makes the finished run's weights, and `model`'s, the mean of its
+    last `last` epoch checkpoints; returns their names ([] when `last` is 0)."""
+    if not last:
+        return []
+    path, names = averaging.average_run(out, last)
+    model.load_weights(path)
+    return names
 
 
 def _resume(model, out, epochs):

@@ -104,6 +104,7 @@ def test_presets_train_with_what_their_corpus_needs():
     transformer = registry.get_preset("transformer_multi30k")["training"]
     assert transformer["label_smoothing"] == 0.1 and transformer["validation_bleu"]
     assert (transformer["schedule"], transformer["warmup_steps"]) == ("inverse_sqrt", 1000)
+    assert transformer["average_last"] == 5
     assert registry.get_preset("rnnsearch_multi30k")["training"]["schedule"] == "cosine"
 
 
@@ -173,7 +174,7 @@ TINY_RUN = {
         "train_size": 64, "valid_size": 8, "test_size": 8, "vocabulary_size": 120,
         "batch_size": 16, "epochs": 2,
         "validation_bleu": True, "label_smoothing": 0.1,
-        "schedule": "inverse_sqrt", "warmup_steps": 12,
+        "schedule": "inverse_sqrt", "warmup_steps": 12, "average_last": 2,
     },
 }
 
@@ -230,39 +231,57 @@ def test_training_logs_validation_bleu_keeps_the_best_and_writes_tensorboard(tin
 
 @pytest.mark.tensorflow_only
 def test_average_of_the_last_checkpoints_is_their_mean_and_the_run_uses_it(tiny_run, capsys):
-    original = (tiny_run / runs.WEIGHTS).read_bytes()
     config = runs.read_json(tiny_run / runs.CONFIG)
-    checkpoint_weights = []
-    for name in ("epoch-01", "epoch-02"):
+
+    def weights_of(path):
         model = build_model(config)
-        model.load_weights(tiny_run / runs.CHECKPOINTS / f"{name}.weights.h5")
-        checkpoint_weights.append(model.get_weights())
+        model.load_weights(path)
+        return model.get_weights()
+
+    checkpoint_weights = [
+        weights_of(tiny_run / runs.CHECKPOINTS / f"{name}.weights.h5")
+        for name in ("epoch-01", "epoch-02")
+    ]
+    assert not np.array_equal(checkpoint_weights[0][0], checkpoint_weights[1][0])
+
+    def assert_the_run_uses_their_mean():
+        averaged = zoo.load(tiny_run).model.get_weights()
+        for (first, second), actual in zip(zip(*checkpoint_weights), averaged, strict=True):
+            expected = ((first.astype(np.float64) + second) / 2).astype(first.dtype)
+            np.testing.assert_array_equal(actual, expected)
+
+    # `average_last: 2` averaged the run's two epochs when training ended,
+    # and kept the weights it ended with.
+    assert_the_run_uses_their_mean()
+    assert runs.read_json(tiny_run / runs.METRICS)["averaged_checkpoints"] == ["epoch-01", "epoch-02"]
+    assert runs.read_json(tiny_run / averaging.AVERAGE_MANIFEST)["checkpoints"] == [
+        "epoch-01", "epoch-02",
+    ]
+    trained = (tiny_run / averaging.UNAVERAGED_WEIGHTS).read_bytes()
+    for ended, last_epoch in zip(
+        weights_of(tiny_run / averaging.UNAVERAGED_WEIGHTS), checkpoint_weights[1], strict=True
+    ):
+        np.testing.assert_array_equal(ended, last_epoch)
+
+    # `zoo average` again: the last one alone; the weights training ended
+    # with are kept, not replaced by the earlier average.
+    code, _, err = run_cli(capsys, "average", str(tiny_run), "--last", "1")
+    assert code == 0, err
+    assert (tiny_run / averaging.UNAVERAGED_WEIGHTS).read_bytes() == trained
+    np.testing.assert_array_equal(zoo.load(tiny_run).model.get_weights()[0], checkpoint_weights[1][0])
 
     # A failure while writing the average leaves the run's weights as they were.
+    before = (tiny_run / runs.WEIGHTS).read_bytes()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(runs, "save_weights", lambda model, path: 1 / 0)
         with pytest.raises(ZeroDivisionError):
             averaging.average_run(tiny_run, 2)
-    assert (tiny_run / runs.WEIGHTS).read_bytes() == original
+    assert (tiny_run / runs.WEIGHTS).read_bytes() == before
 
     code, out, err = run_cli(capsys, "average", str(tiny_run), "--last", "2")
     assert code == 0, err
     assert "epoch-01, epoch-02" in out
-    averaged = zoo.load(tiny_run).model.get_weights()
-    for (first, second), actual in zip(zip(*checkpoint_weights), averaged, strict=True):
-        expected = ((first.astype(np.float64) + second) / 2).astype(first.dtype)
-        np.testing.assert_array_equal(actual, expected)
-    assert not np.array_equal(checkpoint_weights[0][0], checkpoint_weights[1][0])
-    assert (tiny_run / averaging.UNAVERAGED_WEIGHTS).read_bytes() == original
-    assert runs.read_json(tiny_run / averaging.AVERAGE_MANIFEST)["checkpoints"] == [
-        "epoch-01", "epoch-02",
-    ]
-
-    # Averaging again keeps the weights training ended with, not the average.
-    code, _, err = run_cli(capsys, "average", str(tiny_run), "--last", "1")
-    assert code == 0, err
-    assert (tiny_run / averaging.UNAVERAGED_WEIGHTS).read_bytes() == original
-    np.testing.assert_array_equal(zoo.load(tiny_run).model.get_weights()[0], checkpoint_weights[1][0])
+    assert_the_run_uses_their_mean()
 
     code, _, err = run_cli(capsys, "average", str(tiny_run), "--last", "3")
     assert_one_line_error(code, err, "2 intact epoch checkpoint", "--last 3")
@@ -271,10 +290,39 @@ def test_average_of_the_last_checkpoints_is_their_mean_and_the_run_uses_it(tiny_
 
 
 @pytest.mark.tensorflow_only
+def test_averaging_more_checkpoints_than_epochs_is_refused_before_training(tmp_path, capsys):
+    code, _, err = run_cli(
+        capsys, "train", "rnnsearch_small", "--epochs", "2", "--average-last", "3",
+        "--out", str(tmp_path / "r"),
+    )
+    assert_one_line_error(code, err, "average_last 3", "2 epochs", "--average-last")
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize("epochs, average_last, expected", [(2, None, 2), (30, None, 5), (2, 1, 1)])
+def test_a_presets_average_shrinks_to_a_shorter_run(monkeypatch, tmp_path, epochs, average_last, expected):
+    settings = {}
+
+    def stop_before_training(training_settings):
+        settings.update(training_settings)
+        raise InterruptedError
+
+    monkeypatch.setattr(training, "check_training_settings", stop_before_training)
+    with pytest.raises(InterruptedError):
+        training.train("transformer_multi30k", tmp_path / "r", epochs=epochs, average_last=average_last)
+    assert settings["average_last"] == expected
+
+
+@pytest.mark.tensorflow_only
 @pytest.mark.parametrize(
     "flags, expected",
     [
-        ([], dict(label_smoothing=None, schedule=None, warmup_steps=None, validation_bleu=None)),
+        (
+            [],
+            dict(label_smoothing=None, schedule=None, warmup_steps=None, validation_bleu=None,
+                 average_last=None),
+        ),
         (
             ["--label-smoothing", "0.2", "--schedule", "inverse_sqrt", "--warmup-steps", "40",
              "--no-validation-bleu", "--mixed-precision", "auto"],
@@ -282,6 +330,7 @@ def test_average_of_the_last_checkpoints_is_their_mean_and_the_run_uses_it(tiny_
                  validation_bleu=False, mixed_precision="auto"),
         ),
         (["--validation-bleu"], dict(validation_bleu=True)),
+        (["--average-last", "5"], dict(average_last=5)),
     ],
 )
 def test_training_flags_reach_training(capsys, monkeypatch, flags, expected):
