@@ -100,6 +100,20 @@ def slowest_tests(report, count=SLOWEST_SHOWN):
     return sorted(timed, reverse=True)[:count]
 
 
+def time_by_file(report, count=SLOWEST_SHOWN):
+    """[(seconds, test module)] of the `count` test files that took longest
+    in a JUnit XML report, their tests' times summed."""
+    if not Path(report).exists():
+        return []
+    totals = {}
+    for case in ElementTree.parse(report).getroot().iter("testcase"):
+        # classname is the module's dotted path, then a test class if any.
+        parts = case.get("classname").split(".")
+        module = ".".join(p for p in parts if not p.startswith("Test"))
+        totals[module] = totals.get(module, 0.0) + float(case.get("time", 0))
+    return sorted(((seconds, module) for module, seconds in totals.items()), reverse=True)[:count]
+
+
 def main(argv):
     # The runs go side by side: most tests are small, single-threaded steps,
     # so on CI's 2 cores they take little more together than the longest one
@@ -135,6 +149,9 @@ def main(argv):
             print(f"\n===== {name}: slowest tests")
             for seconds, test in slowest_tests(runs[name][2]):
                 print(f"{seconds:8.1f} s  {test}")
+            print(f"===== {name}: slowest test files, their tests' times summed")
+            for seconds, module in time_by_file(runs[name][2]):
+                print(f"{seconds:8.1f} s  {module}")
     failed = [n for n, code in results.items() if code not in (0, NO_TESTS_COLLECTED)]
     if all(code == NO_TESTS_COLLECTED for code in results.values()):
         failed = list(RUNS)
