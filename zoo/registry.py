@@ -256,7 +256,9 @@ PRESETS = {
             "maxout_units": 256,
             "dropout": 0.3,
         },
-        "training": MULTI30K_TRAINING,
+        # Twice the shared budget: its validation BLEU still rose after
+        # epoch 10, and 20 epochs fit in the 2 CPU hours the issue allows.
+        "training": {**MULTI30K_TRAINING, "epochs": 20},
     },
     # The paper's 8+8 layers of 1024 are far beyond 2 CPU cores; half the
     # depth (still residual from layer 3) at rnnsearch_multi30k's width is

@@ -105,7 +105,8 @@ def test_presets_train_with_what_their_corpus_needs():
     assert transformer["label_smoothing"] == 0.1 and transformer["validation_bleu"]
     assert (transformer["schedule"], transformer["warmup_steps"]) == ("inverse_sqrt", 1000)
     assert transformer["average_last"] == 5
-    assert registry.get_preset("rnnsearch_multi30k")["training"]["schedule"] == "cosine"
+    rnnsearch = registry.get_preset("rnnsearch_multi30k")["training"]
+    assert (rnnsearch["schedule"], rnnsearch["epochs"]) == ("cosine", 20)
 
 
 AMX_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx512f amx_bf16 amx_tile amx_int8\n"
