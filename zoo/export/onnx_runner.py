@@ -288,6 +288,11 @@ def greedy_search(model, source, max_length=None, max_length_ratio=1.5, max_leng
     back after EOS, the same step limit, and a stop when every example has
     ended.
 
+    Unlike the compiled search, whose loop keeps the batch's shape, the
+    model is run only on the examples still decoding (`_worth_dropping`).
+    Each example's result is its own (the model's rows are independent), so
+    the tokens are the same either way.
+
     Args:
         model: an `OnnxModel` (or any object with the contract over NumPy
             arrays).
@@ -311,19 +316,28 @@ def greedy_search(model, source, max_length=None, max_length_ratio=1.5, max_leng
     scores = np.zeros((batch,), "float32")
     lengths = np.zeros((batch,), "int32")
     finished = np.zeros((batch,), bool)
+    rows = np.arange(batch)  # the example of each row the model runs
     step = 0
     while True:
-        totals = scores[:, None] + log_softmax(logits.astype("float32"))
-        tokens = np.where(finished, model.pad_id, totals.argmax(axis=-1)).astype("int32")
-        hypotheses[:, step] = tokens
-        alignment[:, step] = np.where(finished[:, None], 0.0, attention)
-        scores = np.where(finished, scores, totals.max(axis=-1))
-        lengths += ~finished
-        finished |= tokens == model.eos_id
+        ended = finished[rows]
+        totals = scores[rows, None] + log_softmax(logits.astype("float32"))
+        tokens = np.where(ended, model.pad_id, totals.argmax(axis=-1)).astype("int32")
+        hypotheses[rows, step] = tokens
+        alignment[rows, step] = np.where(ended[:, None], 0.0, attention)
+        scores[rows] = np.where(ended, scores[rows], totals.max(axis=-1))
+        lengths[rows] += ~ended
+        finished[rows] |= tokens == model.eos_id
         step += 1
         if step >= limit or finished.all():
             break
+        not_ended = ~finished[rows]
+        if _worth_dropping(not_ended):
+            state = _keep_rows(state, not_ended)
+            rows, tokens = rows[not_ended], tokens[not_ended]
         logits, state, attention = model.decode_step(tokens, state, step)
+    # PAD after each end up to the last step, as the compiled search writes
+    # it for an example that is no longer run.
+    hypotheses[:, :step][np.arange(step) >= lengths[:, None]] = model.pad_id
     return DecodeResult(
         tokens=hypotheses,
         lengths=lengths,
@@ -332,6 +346,23 @@ def greedy_search(model, source, max_length=None, max_length_ratio=1.5, max_leng
         finished=finished,
         num_steps=np.int32(step),
     )
+
+
+def _worth_dropping(still_running):
+    """Whether the searches drop the examples that no longer run from the
+    model's rows: once an eighth of them have ended (or are done).
+
+    A step's cost grows with its rows, and in a batch of sentences of
+    similar length the last to end (often one that repeats itself up to the
+    step limit) would otherwise keep every row running; each drop copies the
+    state once, so it waits for an eighth.
+    """
+    return 8 * np.count_nonzero(~still_running) >= len(still_running)
+
+
+def _keep_rows(state, rows):
+    """The state's entries, of the rows `rows` (a boolean mask) only."""
+    return {key: np.asarray(value)[rows] for key, value in state.items()}
 
 
 def log_softmax(logits):
@@ -400,36 +431,53 @@ def beam_search(
     store = _FinishedStore(batch, width)
     done = np.zeros((batch,), bool)
     tokens = np.full((batch * width,), model.bos_id, "int32")
+    # The example of each group of `width` rows the model runs: done examples
+    # are dropped from the state, as greedy search drops ended ones.
+    examples = np.arange(batch)
     step = 0
     while step < limit and not done.all():
         logits, state, attention = model.decode_step(tokens, state, step)
+        groups = len(examples)
         log_probs = log_softmax(np.asarray(logits, "float32"))
         vocabulary = log_probs.shape[-1]
-        totals = alive[:, :, None] + log_probs.reshape(batch, width, vocabulary)
-        top_scores, top = _top_k(totals.reshape(batch, width * vocabulary), width)
+        totals = alive[examples, :, None] + log_probs.reshape(groups, width, vocabulary)
+        top_scores, top = _top_k(totals.reshape(groups, width * vocabulary), width)
         parents, token = np.divmod(top, vocabulary)
-        origin = (np.arange(batch)[:, None] * width + parents).reshape(-1)
+        origin = (np.arange(groups)[:, None] * width + parents).reshape(-1)
         # A constant entry (the memory, its mask) is the same for every beam
         # of an example: only the carried ones follow their beam.
         state = {key: value[origin] if key in carried else value for key, value in state.items()}
         # The step's attention is still in the last step's beams: it is
         # stored so, and read through the parents (`_backtrack`).
-        attention = np.asarray(attention, "float32").reshape(batch, width, source_width)
-        history.write(step, token, parents, attention)
+        attention = np.asarray(attention, "float32").reshape(groups, width, source_width)
+        history.write(step, examples, token, parents, attention)
+        step_coverage = None
         if coverage is not None:
-            coverage = np.take_along_axis(coverage + attention, parents[:, :, None], axis=1)
+            step_coverage = np.take_along_axis(
+                coverage[examples] + attention, parents[:, :, None], axis=1
+            )
+            coverage[examples] = step_coverage
 
         length = step + 1
         live = top_scores > NEG_INF / 2
         ends = live & (token == model.eos_id)
-        store.add(np.where(ends, scorer(top_scores, length, coverage), NEG_INF), top_scores, length)
+        penalized = scorer(top_scores, length, step_coverage, examples)
+        store.add(examples, np.where(ends, penalized, NEG_INF), top_scores, length)
 
-        alive = np.where(live & ~ends, top_scores, np.float32(NEG_INF))
-        done |= _examples_done(alive, store.keys, scorer, length, limit, stopping == "early")
+        step_alive = np.where(live & ~ends, top_scores, np.float32(NEG_INF))
+        done[examples] |= _examples_done(
+            step_alive, store.keys[examples], scorer, length, limit, stopping == "early"
+        )
         # A done example is frozen: no live beam, so nothing more enters.
-        alive[done] = NEG_INF
-        tokens = np.where(alive > NEG_INF / 2, token, model.pad_id).reshape(-1).astype("int32")
+        step_alive[done[examples]] = NEG_INF
+        alive[examples] = step_alive
+        tokens = np.where(step_alive > NEG_INF / 2, token, model.pad_id).reshape(-1).astype("int32")
         step += 1
+        not_done = ~done[examples]
+        if _worth_dropping(not_done):
+            rows = np.repeat(not_done, width)
+            state = _keep_rows(state, rows)
+            examples, tokens = examples[not_done], tokens[rows]
     return _beam_result(history, store, alive, coverage, scorer, step, model.pad_id)
 
 
@@ -516,15 +564,17 @@ class _GnmtScorer:
     def length_factor(self, length):
         return np.power((np.float32(5.0) + np.float32(length)) / np.float32(6.0), self.alpha)
 
-    def __call__(self, log_probs, length, coverage):
+    def __call__(self, log_probs, length, coverage, examples=None):
         """log_probs `[B, K]`, length an int, coverage `[B, K, S]` (None
-        without a coverage penalty)."""
+        without a coverage penalty); with `examples`, the rows are those
+        examples only."""
         score = log_probs
         if self.alpha:
             score = score / self.length_factor(length)
         if self.beta:
+            mask = self.coverage_mask if examples is None else self.coverage_mask[examples]
             covered = np.log(np.clip(coverage, np.float32(COVERAGE_FLOOR), np.float32(1.0)))
-            score = score + self.beta * np.sum(covered * self.coverage_mask, axis=-1)
+            score = score + self.beta * np.sum(covered * mask, axis=-1)
         return score
 
     def best_reachable(self, log_probs, length):
@@ -543,10 +593,11 @@ class _BeamHistory:
         self.parents = np.zeros((limit, batch, width), "int32")
         self.attention = np.zeros((limit, batch, width, source_width), "float32")
 
-    def write(self, step, tokens, parents, attention):
-        self.tokens[step] = tokens
-        self.parents[step] = parents
-        self.attention[step] = attention
+    def write(self, step, examples, tokens, parents, attention):
+        """Step `step` of the rows `[E, K]` of `examples`."""
+        self.tokens[step, examples] = tokens
+        self.parents[step, examples] = parents
+        self.attention[step, examples] = attention
 
 
 class _FinishedStore:
@@ -560,14 +611,18 @@ class _FinishedStore:
         self.lengths = np.zeros((batch, width), "int32")
         self.beams = np.zeros((batch, width), "int32")
 
-    def add(self, keys, scores, length):
-        """Candidates `[B, K]` with penalised `keys` (NEG_INF for those that
-        did not end) compete with the store for its K places."""
-        batch, width = keys.shape
-        self.keys, kept = _top_k(np.concatenate([self.keys, keys], axis=1), width)
-        self.scores = _pick(self.scores, scores, kept)
-        self.lengths = _pick(self.lengths, np.full((batch, width), length, "int32"), kept)
-        self.beams = _pick(self.beams, _beam_indices(batch, width), kept)
+    def add(self, examples, keys, scores, length):
+        """Candidates `[E, K]` of `examples`, with penalised `keys` (NEG_INF
+        for those that did not end), compete with their store for its K
+        places."""
+        groups, width = keys.shape
+        self.keys[examples], kept = _top_k(
+            np.concatenate([self.keys[examples], keys], axis=1), width
+        )
+        self.scores[examples] = _pick(self.scores[examples], scores, kept)
+        lengths = np.full((groups, width), length, "int32")
+        self.lengths[examples] = _pick(self.lengths[examples], lengths, kept)
+        self.beams[examples] = _pick(self.beams[examples], _beam_indices(groups, width), kept)
 
 
 def _examples_done(alive, finished_keys, scorer, length, limit, early):

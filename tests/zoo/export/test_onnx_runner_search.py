@@ -103,11 +103,12 @@ class ToyModel:
 class KerasToy:
     """`ToyModel` for `zoo.recipes.decoding`: tensors in, tensors out."""
 
-    pad_id, bos_id, eos_id = PAD, BOS, EOS
+    bos_id, eos_id = BOS, EOS
     constant_state_keys = ToyModel.constant_state_keys
 
     def __init__(self, toy):
         self.toy = toy
+        self.pad_id = toy.pad_id
         self.max_target_length = toy.max_target_length
 
     def attention_width(self, state):
@@ -287,6 +288,55 @@ def test_an_image_source_counts_every_position_for_the_coverage(stopping):
 def test_greedy_search_is_decodings():
     toy = ToyModel(seed=6, eos_bias=1.0)
     assert_same_result(*both_greedy_searches(toy, SOURCES, max_length=7))
+
+
+class RowCounting:
+    """A model whose `decode_step` records how many rows it was given."""
+
+    def __init__(self, model):
+        self.model = model
+        self.rows = []
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def decode_step(self, previous_tokens, state, step):
+        self.rows.append(len(previous_tokens))
+        return self.model.decode_step(previous_tokens, state, step)
+
+
+def test_greedy_search_runs_only_the_examples_still_decoding():
+    # Examples end after 1, 1, 10 and 12 steps: the runner drops the ended
+    # ones from the model's rows, the compiled search keeps all 4, and the
+    # results are the same. A PAD id other than 0 shows that the dropped
+    # examples' tokens are still PAD after their end, not the buffer's zeros.
+    model = ToyModel(seed=2, eos_bias=3.0)
+    model.pad_id = 1
+    toy = RowCounting(model)
+    ours = onnx_runner.greedy_search(toy, SOURCES, max_length=12)
+    source = ops.convert_to_tensor(SOURCES)
+    theirs = to_numpy(decoding.greedy_search(KerasToy(model), source, max_length=12))
+    assert_same_result(ours, theirs)
+    np.testing.assert_array_equal(theirs.lengths, [1, 10, 12, 1])
+    assert toy.rows == [4] + [2] * 9 + [1] * 2
+
+
+@pytest.mark.parametrize("stopping", ["early", "exact"])
+def test_beam_search_runs_only_the_examples_not_done(stopping):
+    # The examples are done at different steps: the runner drops them from
+    # the model's rows (3 beams each) while the compiled search keeps all 4,
+    # and every field of the results, n-best lists included, is the same
+    # (the coverage penalty then reads the masks of the examples still run).
+    toy = RowCounting(ToyModel(seed=2, eos_bias=3.0))
+    kwargs = dict(
+        beam_width=3, length_penalty=0.6, coverage_penalty=0.2, stopping=stopping, max_length=12
+    )
+    ours = onnx_runner.beam_search(toy, SOURCES, **kwargs)
+    source = ops.convert_to_tensor(SOURCES)
+    theirs = to_numpy(decoding.beam_search(KerasToy(toy.model), source, **kwargs))
+    assert_same_result(ours, theirs)
+    assert toy.rows[0] == 12 and toy.rows[-1] == 3
+    assert toy.rows == sorted(toy.rows, reverse=True)
 
 
 @pytest.mark.parametrize("eos_bias", [1.0, -30.0])
