@@ -49,13 +49,16 @@ Example:
 >>> export_onnx("runs/rnnsearch_small", "exports/rnnsearch_small")  # doctest: +SKIP
 """
 
+import contextlib
 import shutil
 from pathlib import Path
 
 import keras
 import numpy as np
+import onnx
 import tensorflow as tf
 import tf2onnx
+from keras import ops
 from onnx import TensorProto
 from tf2onnx import utils as tf2onnx_utils
 from tf2onnx.graph_builder import GraphBuilder
@@ -349,13 +352,76 @@ def _convert(function, signature, path, opset):
         The traced outputs (symbolic tensors, with the shapes TensorFlow
         inferred), in the structure `function` returns.
     """
-    traced = tf.function(function, input_signature=signature)
-    outputs = traced.get_concrete_function().structured_outputs
+    with _fusable_layer_norms():
+        traced = tf.function(function, input_signature=signature)
+        outputs = traced.get_concrete_function().structured_outputs
     # The trace above is cached: tf2onnx converts that same graph.
     tf2onnx.convert.from_function(
         traced, input_signature=signature, opset=opset, output_path=str(path)
     )
+    if opset < 18:  # from opset 18 on, ReduceMean takes its axes as an input
+        _global_pools_as_reduce_means(path)
     return outputs
+
+
+def _global_pools_as_reduce_means(path):
+    """Rewrites the ONNX file `path`'s GlobalAveragePool nodes as the
+    ReduceMean they stand for (over axes 2 and up, dimensions kept).
+
+    tf2onnx's optimizer turns a mean over the last axis of a rank-3 tensor
+    (a layer norm over `[batch, length, depth]`) into GlobalAveragePool, the
+    same function, which onnxruntime's LayerNormFusion does not match.
+    """
+    model = onnx.load(path)
+    ranks = {
+        value.name: len(value.type.tensor_type.shape.dim)
+        for value in onnx.shape_inference.infer_shapes(model).graph.value_info
+        if value.type.tensor_type.HasField("shape")
+    }
+    for node in model.graph.node:
+        if node.op_type == "GlobalAveragePool" and node.input[0] in ranks:
+            node.op_type = "ReduceMean"
+            node.attribute.extend(
+                [
+                    onnx.helper.make_attribute("axes", list(range(2, ranks[node.input[0]]))),
+                    onnx.helper.make_attribute("keepdims", 1),
+                ]
+            )
+    onnx.save(model, path)
+
+
+@contextlib.contextmanager
+def _fusable_layer_norms():
+    """While tracing for ONNX, `keras.layers.LayerNormalization` over the last
+    axis computes `(x - mean) / sqrt(var + eps) * gamma + beta`, written as
+    onnxruntime's LayerNormFusion expects it.
+
+    Keras writes the same function as `x * inv + (beta - mean * inv)` with
+    `inv = rsqrt(var + eps) * gamma` (`keras.ops.layer_normalization`),
+    which tf2onnx converts to a dozen nodes that onnxruntime runs one by one.
+    A decoding step is hundreds of small nodes, so their count is much of its
+    time; fused, each layer norm is one kernel (docs/performance.md, "Serving
+    latency"). Other layer norms (other axes, RMS scaling, no centre or
+    scale) keep Keras' form.
+    """
+    keras_call = keras.layers.LayerNormalization.call
+
+    def call(layer, inputs):
+        last_axis = layer.axis in (-1, [-1], len(inputs.shape) - 1, [len(inputs.shape) - 1])
+        if not (last_axis and layer.center and layer.scale) or layer.rms_scaling:
+            return keras_call(layer, inputs)
+        x = ops.cast(inputs, keras.backend.result_type(inputs.dtype, "float32"))
+        centered = x - ops.mean(x, axis=-1, keepdims=True)
+        variance = ops.mean(ops.power(centered, 2.0), axis=-1, keepdims=True)
+        normalized = centered / ops.sqrt(variance + layer.epsilon)
+        outputs = normalized * ops.cast(layer.gamma, x.dtype) + ops.cast(layer.beta, x.dtype)
+        return ops.cast(outputs, layer.compute_dtype)
+
+    keras.layers.LayerNormalization.call = call
+    try:
+        yield
+    finally:
+        keras.layers.LayerNormalization.call = keras_call
 
 
 def _manifest(model, task, config, graphs, vocabularies, opset):

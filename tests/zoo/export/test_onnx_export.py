@@ -271,3 +271,31 @@ def test_int8_export_quantizes_the_matrix_products(exports, tmp_path):
     translations = onnx_runner.load(out).translate(SENTENCES)
     assert len(translations) == len(SENTENCES)
     assert all(t.target_pieces for t in translations)
+
+
+def test_layer_norms_reach_onnxruntime_as_one_kernel_each(exports, tmp_path):
+    """The export writes each layer norm in the form onnxruntime fuses
+    (`onnx_export._fusable_layer_norms`): after the session's graph
+    optimizations, both graphs together hold one LayerNormalization node
+    per layer norm of the model. (The graphs' agreement with the model, to
+    1e-4, is `test_graphs_agree_with_encode_and_decode_step`.)"""
+    import onnx
+    import onnxruntime
+
+    keras_side, onnx_side = exports("transformer_small")[2:]
+    layer_norms = [
+        layer
+        for layer in keras_side.model._flatten_layers()
+        if isinstance(layer, keras.layers.LayerNormalization)
+    ]
+    fused = 0
+    for graph in ("encoder.onnx", "decoder_step.onnx"):
+        options = onnxruntime.SessionOptions()
+        options.optimized_model_filepath = str(tmp_path / graph)
+        onnxruntime.InferenceSession(
+            str(onnx_side.model.folder / graph), options, providers=["CPUExecutionProvider"]
+        )
+        nodes = onnx.load(tmp_path / graph).graph.node
+        fused += sum(node.op_type == "LayerNormalization" for node in nodes)
+    assert len(layer_norms) > 0
+    assert fused == len(layer_norms)
