@@ -26,6 +26,7 @@ def test_bench_export_run_serves_each_side_in_a_process_of_its_own(tmp_path, cap
     from zoo import cli
     from zoo import data
     from zoo.data.tokenizer import TextTokenizer
+    from zoo.bench.trained_serving import TIMED_PASSES
     from zoo.training import loop as training
 
     pairs = data.synthetic_splits(200, 0, 0)["train"]
@@ -52,6 +53,9 @@ def test_bench_export_run_serves_each_side_in_a_process_of_its_own(tmp_path, cap
         assert f"| {name} |" in printed
         assert set(entry["sentences_per_second"]) == {"1", "32"}
         assert min(entry["sentences_per_second"].values()) > 0
+        for batch, rates in entry["sentences_per_second_passes"].items():
+            assert len(rates) == TIMED_PASSES
+            assert entry["sentences_per_second"][batch] == sorted(rates)[len(rates) // 2]
         assert entry["size_mib"] > 0 and entry["peak_rss_mib"] > 0
         assert 0.0 <= entry["bleu"] <= 100.0 and "nrefs:1" in entry["bleu_signature"]
     assert sides["SavedModel"]["same_translations_as_keras"]
