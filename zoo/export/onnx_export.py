@@ -71,6 +71,7 @@ from zoo.errors import ZooUserError
 from zoo.tasks import check_run_directory
 from zoo.tasks import task_for
 from zoo.export import onnx_runner
+from zoo.export.onnx_recurrent import recurrent_layers_as_onnx_operators
 from zoo.export.onnx_runner import DECODER_STEP
 from zoo.export.onnx_runner import ENCODER
 from zoo.export.onnx_runner import MANIFEST
@@ -352,13 +353,17 @@ def _convert(function, signature, path, opset):
         The traced outputs (symbolic tensors, with the shapes TensorFlow
         inferred), in the structure `function` returns.
     """
-    with _fusable_layer_norms():
+    with _fusable_layer_norms(), recurrent_layers_as_onnx_operators() as handlers:
         traced = tf.function(function, input_signature=signature)
         outputs = traced.get_concrete_function().structured_outputs
-    # The trace above is cached: tf2onnx converts that same graph.
-    tf2onnx.convert.from_function(
-        traced, input_signature=signature, opset=opset, output_path=str(path)
-    )
+        # The trace above is cached: tf2onnx converts that same graph.
+        tf2onnx.convert.from_function(
+            traced,
+            input_signature=signature,
+            opset=opset,
+            output_path=str(path),
+            custom_op_handlers=handlers,
+        )
     if opset < 18:  # from opset 18 on, ReduceMean takes its axes as an input
         _global_pools_as_reduce_means(path)
     return outputs

@@ -299,3 +299,25 @@ def test_layer_norms_reach_onnxruntime_as_one_kernel_each(exports, tmp_path):
         fused += sum(node.op_type == "LayerNormalization" for node in nodes)
     assert len(layer_norms) > 0
     assert fused == len(layer_norms)
+
+
+@pytest.mark.parametrize(
+    "preset", ["rnnencdec_small", "rnnsearch_small", "luong_local_p_general_small", "gnmt_small"]
+)
+def test_recurrent_encoders_are_onnx_recurrent_operators(exports, preset):
+    """Each GRU or LSTM layer of the encoder is one ONNX operator
+    (`zoo.export.onnx_recurrent`), not tf2onnx's per-step `Loop`; the graphs'
+    agreement with the model is `test_graphs_agree_with_encode_and_decode_step`."""
+    import onnx
+
+    keras_side, onnx_side = exports(preset)[2:]
+    cells = {keras.layers.GRUCell: "GRU", keras.layers.LSTMCell: "LSTM"}
+    expected = sorted(
+        cells[type(layer.cell)]
+        for layer in keras_side.model._flatten_layers()
+        if isinstance(layer, keras.layers.RNN) and "encoder" in layer.path
+    )
+    nodes = onnx.load(onnx_side.model.folder / "encoder.onnx").graph.node
+    assert not [node.name for node in nodes if node.op_type == "Loop"]
+    assert sorted(node.op_type for node in nodes if node.op_type in ("GRU", "LSTM")) == expected
+    assert expected
