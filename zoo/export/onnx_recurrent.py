@@ -2,7 +2,8 @@
 
 tf2onnx converts the `while_loop` that Keras' recurrent layers run on
 TensorFlow into an ONNX `Loop` of a few dozen small nodes, run once per
-time step: most of an RNN encoder's time in onnxruntime. ONNX has the
+time step: half of the RNNsearch encoder's time in onnxruntime
+(docs/performance.md, "Serving latency"). ONNX has the
 recurrent operators themselves, one kernel for the whole sequence, and
 tf2onnx maps only TensorFlow 1's cuDNN and `tf.keras` loop patterns to them,
 not Keras 3's. So while a function is traced for ONNX
@@ -13,9 +14,10 @@ as the ONNX operator, with the layer's weights reordered to ONNX's layout.
 
 Eligible: a float32 `keras.layers.GRU`, `LSTM`, or `RNN` of a `GRUCell` or
 `LSTMCell`, with the default activations and biases (a GRU with
-`reset_after=True`, ONNX's `linear_before_reset=1`), not stateful. Others keep tf2onnx's `Loop`. The
-mask, if any, must be a prefix of each row (right padding, as every source
-of this package is): it becomes the operator's sequence lengths.
+`reset_after=True`, ONNX's `linear_before_reset=1`), not stateful. Others
+keep tf2onnx's `Loop`. The mask, if any, must be a prefix of each row (right
+padding, as every source of this package is): it becomes the operator's
+sequence lengths.
 """
 
 import contextlib

@@ -156,17 +156,22 @@ def read_manifest(folder):
     return manifest
 
 
-def default_session_options():
+def default_session_options(intra_op_threads=0):
     """onnxruntime's defaults, but intra-op threads that sleep when idle.
 
     A decoding step is many small ops driven from a Python loop, and
     onnxruntime's worker threads spin between ops by default, taking the
     cores from that loop (and from anything else on the machine).
+
+    Args:
+        intra_op_threads: threads an op may be split over (0: onnxruntime's
+            choice, one per core).
     """
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.intra_op_num_threads = intra_op_threads
     return options
 
 
@@ -181,7 +186,10 @@ class OnnxModel:
         folder: an export folder.
         providers: onnxruntime execution providers (default: CPU).
         session_options: optional `onnxruntime.SessionOptions` for both
-            graphs; default: `default_session_options()`.
+            graphs; default: `default_session_options()` for the encoder,
+            and the same on one thread for the decoder step (its ops are
+            small: splitting each over threads costs more than it saves,
+            docs/performance.md "Serving latency").
 
     Attributes:
         manifest: the folder's manifest dict.
@@ -199,13 +207,14 @@ class OnnxModel:
         self.folder = Path(folder)
         self.manifest = read_manifest(self.folder)
         providers = providers or ["CPUExecutionProvider"]
-        session_options = session_options or default_session_options()
+        encoder_options = session_options or default_session_options()
+        step_options = session_options or default_session_options(intra_op_threads=1)
         graphs = self.manifest["graphs"]
         self.encoder = onnxruntime.InferenceSession(
-            str(self.folder / graphs["encoder"]["file"]), session_options, providers=providers
+            str(self.folder / graphs["encoder"]["file"]), encoder_options, providers=providers
         )
         self.decoder = onnxruntime.InferenceSession(
-            str(self.folder / graphs["decoder_step"]["file"]), session_options, providers=providers
+            str(self.folder / graphs["decoder_step"]["file"]), step_options, providers=providers
         )
         self.pad_id = self.manifest["pad_id"]
         self.bos_id = self.manifest["bos_id"]
@@ -320,11 +329,13 @@ def greedy_search(model, source, max_length=None, max_length_ratio=1.5, max_leng
     step = 0
     while True:
         ended = finished[rows]
-        totals = scores[rows, None] + log_softmax(logits.astype("float32"))
-        tokens = np.where(ended, model.pad_id, totals.argmax(axis=-1)).astype("int32")
+        totals = log_softmax(np.asarray(logits, "float32"))
+        totals += scores[rows, None]
+        best = totals.argmax(axis=-1)
+        tokens = np.where(ended, model.pad_id, best).astype("int32")
         hypotheses[rows, step] = tokens
         alignment[rows, step] = np.where(ended[:, None], 0.0, attention)
-        scores[rows] = np.where(ended, scores[rows], totals.max(axis=-1))
+        scores[rows] = np.where(ended, scores[rows], totals[np.arange(len(rows)), best])
         lengths[rows] += ~ended
         finished[rows] |= tokens == model.eos_id
         step += 1
@@ -367,7 +378,8 @@ def _keep_rows(state, rows):
 
 def log_softmax(logits):
     shifted = logits - logits.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    shifted -= np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    return shifted
 
 
 def beam_search(

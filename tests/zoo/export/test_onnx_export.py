@@ -323,3 +323,19 @@ def test_recurrent_encoders_are_onnx_recurrent_operators(exports, preset):
     assert not [node.name for node in nodes if node.op_type == "Loop"]
     assert sorted(node.op_type for node in nodes if node.op_type in ("GRU", "LSTM")) == expected
     assert expected
+
+
+def test_the_decoder_step_runs_on_one_thread_unless_told(exports):
+    """The step's small ops run on one intra-op thread, the encoder's on
+    onnxruntime's default; options a caller gives apply to both graphs."""
+    import onnxruntime
+
+    folder = exports("rnnsearch_small").out
+    model = onnx_runner.OnnxModel(folder)
+    assert model.decoder.get_session_options().intra_op_num_threads == 1
+    assert model.encoder.get_session_options().intra_op_num_threads == 0
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 2
+    model = onnx_runner.OnnxModel(folder, session_options=options)
+    assert model.decoder.get_session_options().intra_op_num_threads == 2
+    assert model.encoder.get_session_options().intra_op_num_threads == 2
