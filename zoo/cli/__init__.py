@@ -1,7 +1,7 @@
 """The `zoo` command line.
 
     zoo list
-    zoo train PRESET [--data SPEC] [--epochs N] [--out DIR] [--strategy S] [--mixed-precision P]
+    zoo train PRESET [--data SPEC] [--epochs N] [--out DIR] [--strategy S] [--mixed-precision P|auto|float32]
               [--jit-compile on|off] [--label-smoothing E] [--schedule S] [--warmup-steps N]
               [--average-last N]
               [--validation-bleu|--no-validation-bleu] [--tokenizer wordpiece|sentencepiece]
@@ -133,9 +133,11 @@ def build_parser():
     )
     train.add_argument(
         "--mixed-precision",
-        choices=(*PRECISIONS, "auto"),
-        help="compute in bfloat16 or float16 (float32 weights); 'auto': bfloat16 where the CPU "
-        "reports bf16 matrix units (amx_bf16 in /proc/cpuinfo), else float32",
+        choices=(*PRECISIONS, "auto", "float32"),
+        default="auto",
+        help="compute in bfloat16 or float16 (float32 weights), or in float32; 'auto' "
+        "(default): bfloat16 where the CPU reports bf16 matrix units (amx_bf16 in "
+        "/proc/cpuinfo), else float32",
     )
     train.add_argument(
         "--label-smoothing",
@@ -389,7 +391,7 @@ def command_train(args):
         overwrite=args.overwrite,
         checkpoint_every_steps=args.checkpoint_every_steps,
         strategy=args.strategy,
-        mixed_precision=args.mixed_precision,
+        mixed_precision=None if args.mixed_precision == "float32" else args.mixed_precision,
         jit_compile=None if args.jit_compile is None else args.jit_compile == "on",
         label_smoothing=args.label_smoothing,
         schedule=args.schedule,

@@ -188,8 +188,8 @@ def automatic_precision(cpuinfo=None):
     Intel's AMX (Sapphire Rapids and later Xeons) reports the `amx_bf16`
     flag in /proc/cpuinfo; elsewhere (this project's AMD EPYC machines
     among them) bfloat16 has no matrix units and is emulated, so float32 is
-    kept. Not the default of `zoo train`: equal BLEU in bfloat16 has not been
-    checked on an AMX machine (docs/performance.md).
+    kept. `zoo train`'s default: on an AMX machine bfloat16 trained to the
+    same BLEU as float32 (docs/performance.md).
 
     Args:
         cpuinfo: the text of /proc/cpuinfo (default: read it; a system

@@ -322,8 +322,10 @@ def test_a_presets_average_shrinks_to_a_shorter_run(monkeypatch, tmp_path, epoch
         (
             [],
             dict(label_smoothing=None, schedule=None, warmup_steps=None, validation_bleu=None,
-                 average_last=None),
+                 average_last=None, mixed_precision="auto"),
         ),
+        (["--mixed-precision", "float32"], dict(mixed_precision=None)),
+        (["--mixed-precision", "bfloat16"], dict(mixed_precision="bfloat16")),
         (
             ["--label-smoothing", "0.2", "--schedule", "inverse_sqrt", "--warmup-steps", "40",
              "--no-validation-bleu", "--mixed-precision", "auto"],
