@@ -64,7 +64,9 @@ class _Recorded:
         self.reverse = layer.go_backwards
         # Keras repeats the last output over the masked steps after a forward
         # sequence ends, unless told to zero them; ONNX writes zeros.
-        self.repeat_last_output = masked and not layer.go_backwards and not layer.zero_output_for_mask
+        self.repeat_last_output = (
+            masked and not layer.go_backwards and not layer.zero_output_for_mask
+        )
 
     def _onnx_gates(self, array):
         """`array`'s gate blocks (its first axis) in ONNX's order."""
