@@ -329,13 +329,11 @@ def greedy_search(model, source, max_length=None, max_length_ratio=1.5, max_leng
     step = 0
     while True:
         ended = finished[rows]
-        totals = log_softmax(np.asarray(logits, "float32"))
-        totals += scores[rows, None]
-        best = totals.argmax(axis=-1)
+        best, log_prob = _best_tokens(np.asarray(logits, "float32"))
         tokens = np.where(ended, model.pad_id, best).astype("int32")
         hypotheses[rows, step] = tokens
         alignment[rows, step] = np.where(ended[:, None], 0.0, attention)
-        scores[rows] = np.where(ended, scores[rows], totals[np.arange(len(rows)), best])
+        scores[rows] = np.where(ended, scores[rows], scores[rows] + log_prob)
         lengths[rows] += ~ended
         finished[rows] |= tokens == model.eos_id
         step += 1
@@ -374,6 +372,20 @@ def _worth_dropping(still_running):
 def _keep_rows(state, rows):
     """The state's entries, of the rows `rows` (a boolean mask) only."""
     return {key: np.asarray(value)[rows] for key, value in state.items()}
+
+
+def _best_tokens(logits):
+    """Each row's most likely token and its log-probability.
+
+    The argmax of the logits is that of the log-probabilities plus the
+    running score, so only the chosen token's log-probability is computed,
+    not the whole row's (the greedy step runs once per target token).
+    """
+    best = logits.argmax(axis=-1)
+    highest = logits[np.arange(len(logits)), best]
+    shifted = logits - highest[:, None]
+    np.exp(shifted, out=shifted)
+    return best, -np.log(shifted.sum(axis=-1))
 
 
 def log_softmax(logits):
@@ -730,7 +742,7 @@ def decode_to_lists(tokens, eos_id, pad_id, include_eos=False):
 # --- tokenizers ---------------------------------------------------------------
 # `zoo.data.TextTokenizer` (WordPiece) and `zoo.data.SentencePieceTokenizer`
 # without TensorFlow: each has encode(list of str) -> lists of ids,
-# decode(ids) -> str, id_to_token(id) -> str.
+# decode(ids) -> str, id_to_token(id) -> str, ids_to_tokens(ids) -> list of str.
 
 # A vocabulary's kind by its file's suffix (`zoo.runs.VOCABULARY_SUFFIXES`).
 VOCABULARY_SUFFIXES = {"wordpiece": ".vocab", "sentencepiece": ".model"}
@@ -832,14 +844,18 @@ def _kept_ids(ids, vocabulary_size):
     ids = np.asarray(ids)
     if ids.ndim != 1:
         raise ValueError(f"decode takes one sequence of ids; received shape {ids.shape}.")
-    kept = []
-    for token_id in ids.tolist():
-        if token_id == _EOS_ID:
-            break
-        if token_id not in (_PAD_ID, _BOS_ID):
-            _check_id(token_id, vocabulary_size)
-            kept.append(int(token_id))
-    return kept
+    ids = ids.tolist()
+    if _EOS_ID in ids:
+        ids = ids[: ids.index(_EOS_ID)]
+    return _check_ids([i for i in ids if i not in (_PAD_ID, _BOS_ID)], vocabulary_size)
+
+
+def _check_ids(ids, vocabulary_size):
+    """`ids` as a list of int; a ValueError naming the first outside the vocabulary."""
+    ids = [int(token_id) for token_id in ids]
+    if ids and not 0 <= min(ids) <= max(ids) < vocabulary_size:
+        _check_id(next(i for i in ids if not 0 <= i < vocabulary_size), vocabulary_size)
+    return ids
 
 
 def _check_id(token_id, vocabulary_size):
@@ -907,6 +923,10 @@ class WordPieceTokenizer:
         """The token (str) of an id; a ValueError outside the vocabulary."""
         _check_id(token_id, len(self._vocabulary))
         return self._vocabulary[int(token_id)]
+
+    def ids_to_tokens(self, ids):
+        """The tokens of a sequence of ids, as `id_to_token` of each."""
+        return [self._vocabulary[i] for i in _check_ids(ids, len(self._vocabulary))]
 
     def normalize(self, text):
         """NFKC, then lowercase for a lowercase vocabulary."""
@@ -1011,6 +1031,12 @@ class SentencePieceTokenizer:
         """The piece (str) of an id; a ValueError outside the vocabulary."""
         _check_id(token_id, self.vocabulary_size)
         return self._processor.id_to_piece(int(token_id))
+
+    def ids_to_tokens(self, ids):
+        """The pieces of a sequence of ids, as `id_to_token` of each, in one
+        call of the package (a sentence's pieces are wanted for every
+        translation's alignment)."""
+        return self._processor.id_to_piece(_check_ids(ids, self.vocabulary_size))
 
     def encode(self, sentences):
         """Token ids of each sentence (a list of str), no BOS or EOS: a list
@@ -1534,15 +1560,15 @@ class Translator(_Server):
         result = self.search(source, settings)
         tokens = decode_to_lists(result.tokens, self.model.eos_id, self.model.pad_id, include_eos=True)
         lists = self.n_best_lists(result, len(units), n_best, tokens, result.scores)
-        decode, piece = self.target_tokenizer.decode, self.target_tokenizer.id_to_token
+        decode, pieces = self.target_tokenizer.decode, self.target_tokenizer.ids_to_tokens
         translations = []
         for i, (source_ids, cut) in enumerate(units):
             target = tokens[i]
             translations.append(
                 Translation(
                     text=decode(target),
-                    source_pieces=[self.source_tokenizer.id_to_token(t) for t in source_ids],
-                    target_pieces=[piece(t) for t in target],
+                    source_pieces=self.source_tokenizer.ids_to_tokens(source_ids),
+                    target_pieces=pieces(target),
                     alignment=np.asarray(result.attention[i, : len(target), : len(source_ids)]),
                     score=float(result.scores[i]),
                     n_best=None
@@ -1600,7 +1626,7 @@ class Captioner(_Server):
                 captions.append(
                     Caption(
                         text=self.tokenizer.decode(ids),
-                        words=[self.tokenizer.id_to_token(i) for i in ids],
+                        words=self.tokenizer.ids_to_tokens(ids),
                         attention=np.asarray(result.attention[k, :steps]).reshape((steps,) + grid),
                         score=float(result.scores[k]),
                         n_best=None
