@@ -3,7 +3,7 @@
     zoo list
     zoo train PRESET [--data SPEC] [--epochs N] [--out DIR] [--strategy S] [--mixed-precision P|auto|float32]
               [--jit-compile on|off] [--label-smoothing E] [--schedule S] [--warmup-steps N]
-              [--average-last N]
+              [--average-last N] [--seed N]
               [--validation-bleu|--no-validation-bleu] [--tokenizer wordpiece|sentencepiece]
               [--shared-vocabulary]
               (resumes DIR when it holds an unfinished run)
@@ -163,6 +163,13 @@ def build_parser():
         metavar="N",
         help="after the last epoch, make the run's weights the mean of its last N epoch "
         "checkpoints, as `zoo average --last N` does (default: the preset's; 0: none)",
+    )
+    train.add_argument(
+        "--seed",
+        type=non_negative_int,
+        metavar="N",
+        help="the run's seed: the synthetic data, the initial weights, the dropout masks, the "
+        "batch order and hard attention's samples (default 0; the same seed trains alike)",
     )
     train.add_argument(
         "--validation-bleu",
@@ -400,6 +407,7 @@ def command_train(args):
         tokenizer=args.tokenizer,
         shared_vocabulary=args.shared_vocabulary,
         average_last=args.average_last,
+        seed=args.seed,
     )
     print(f"run directory: {out}")
     print((out / "metrics.json").read_text().strip())

@@ -100,7 +100,8 @@ def learning_rate_schedule(training, batches_per_epoch):
 
 def check_training_settings(training):
     """A TrainingError naming the first bad value among the training keys
-    that a user may set (split sizes, label smoothing, schedule, warm-up)."""
+    that a user may set (split sizes, label smoothing, schedule, warm-up,
+    averaging, seed)."""
     for key, least in (("valid_size", 1), ("test_size", 0)):
         size = training.get(key, least)
         if not isinstance(size, int) or isinstance(size, bool) or size < least:
@@ -121,6 +122,9 @@ def check_training_settings(training):
             "the inverse_sqrt schedule needs warmup_steps >= 1 (its peak, --warmup-steps); "
             f"received {warmup!r}"
         )
+    seed = training.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise TrainingError(f"seed must be an int >= 0; received {seed!r}")
     average_last = training.get("average_last", 0)
     if not isinstance(average_last, int) or isinstance(average_last, bool) or average_last < 0:
         raise TrainingError(f"average_last must be an int >= 0; received {average_last!r}")
@@ -292,6 +296,7 @@ def train(
     tokenizer=None,
     shared_vocabulary=None,
     average_last=None,
+    seed=None,
 ):
     """Trains preset `preset` and writes its run directory `out`.
 
@@ -355,6 +360,10 @@ def train(
             makes it (`zoo.training.averaging`), and the test split is
             scored with it; 0: the last epoch's weights. Given here, it may
             not exceed the epochs; the preset's shrinks to them.
+        seed: override the preset's `seed` (int >= 0, default 0): it draws
+            the synthetic data, the initial weights, the dropout masks, the
+            batch order and hard attention's samples, so two runs with the
+            same seed train alike and runs with other seeds show the spread.
 
     Returns:
         The run directory, a `Path`.
@@ -389,6 +398,7 @@ def train(
         ("warmup_steps", warmup_steps),
         ("validation_bleu", validation_bleu),
         ("average_last", average_last),
+        ("seed", seed),
     ):
         if value is not None:
             training[key] = value

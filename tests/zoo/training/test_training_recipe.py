@@ -128,6 +128,7 @@ def test_automatic_precision_is_bfloat16_only_with_amx_bf16():
         ("--label-smoothing", "1", ["--label-smoothing", "[0, 1)", "'1'"]),
         ("--warmup-steps", "-3", ["--warmup-steps", "'-3'"]),
         ("--schedule", "linear", ["--schedule", "'linear'"]),
+        ("--seed", "-1", ["--seed", "'-1'"]),
     ],
 )
 def test_bad_training_options_are_one_line_usage_errors(capsys, option, value, words):
@@ -316,13 +317,36 @@ def test_a_presets_average_shrinks_to_a_shorter_run(monkeypatch, tmp_path, epoch
 
 
 @pytest.mark.tensorflow_only
+@pytest.mark.parametrize("seed, expected", [(None, 0), (7, 7)])
+def test_the_seed_reaches_the_runs_settings(monkeypatch, tmp_path, seed, expected):
+    settings = {}
+
+    def stop_before_training(training_settings):
+        settings.update(training_settings)
+        raise InterruptedError
+
+    monkeypatch.setattr(training, "check_training_settings", stop_before_training)
+    with pytest.raises(InterruptedError):
+        training.train("rnnsearch_small", tmp_path / "r", seed=seed)
+    assert settings.get("seed", 0) == expected
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize("seed", [-1, 1.5, True])
+def test_a_bad_seed_is_refused_before_training(tmp_path, seed):
+    with pytest.raises(training.TrainingError, match="seed must be an int >= 0"):
+        training.train("rnnsearch_small", tmp_path / "r", seed=seed)
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.tensorflow_only
 @pytest.mark.parametrize(
     "flags, expected",
     [
         (
             [],
             dict(label_smoothing=None, schedule=None, warmup_steps=None, validation_bleu=None,
-                 average_last=None, mixed_precision="auto"),
+                 average_last=None, mixed_precision="auto", seed=None),
         ),
         (["--mixed-precision", "float32"], dict(mixed_precision=None)),
         (["--mixed-precision", "bfloat16"], dict(mixed_precision="bfloat16")),
@@ -334,6 +358,7 @@ def test_a_presets_average_shrinks_to_a_shorter_run(monkeypatch, tmp_path, epoch
         ),
         (["--validation-bleu"], dict(validation_bleu=True)),
         (["--average-last", "5"], dict(average_last=5)),
+        (["--seed", "3"], dict(seed=3)),
     ],
 )
 def test_training_flags_reach_training(capsys, monkeypatch, flags, expected):
