@@ -301,9 +301,9 @@ def test_averaging_more_checkpoints_than_epochs_is_refused_before_training(tmp_p
     assert not (tmp_path / "r").exists()
 
 
-@pytest.mark.tensorflow_only
-@pytest.mark.parametrize("epochs, average_last, expected", [(2, None, 2), (30, None, 5), (2, 1, 1)])
-def test_a_presets_average_shrinks_to_a_shorter_run(monkeypatch, tmp_path, epochs, average_last, expected):
+def settings_train_checks(monkeypatch, tmp_path, preset, **options):
+    """The training settings `train(preset, **options)` checks before it
+    trains (the training itself is stopped there)."""
     settings = {}
 
     def stop_before_training(training_settings):
@@ -312,22 +312,23 @@ def test_a_presets_average_shrinks_to_a_shorter_run(monkeypatch, tmp_path, epoch
 
     monkeypatch.setattr(training, "check_training_settings", stop_before_training)
     with pytest.raises(InterruptedError):
-        training.train("transformer_multi30k", tmp_path / "r", epochs=epochs, average_last=average_last)
+        training.train(preset, tmp_path / "r", **options)
+    return settings
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize("epochs, average_last, expected", [(2, None, 2), (30, None, 5), (2, 1, 1)])
+def test_a_presets_average_shrinks_to_a_shorter_run(monkeypatch, tmp_path, epochs, average_last, expected):
+    settings = settings_train_checks(
+        monkeypatch, tmp_path, "transformer_multi30k", epochs=epochs, average_last=average_last
+    )
     assert settings["average_last"] == expected
 
 
 @pytest.mark.tensorflow_only
 @pytest.mark.parametrize("seed, expected", [(None, 0), (7, 7)])
 def test_the_seed_reaches_the_runs_settings(monkeypatch, tmp_path, seed, expected):
-    settings = {}
-
-    def stop_before_training(training_settings):
-        settings.update(training_settings)
-        raise InterruptedError
-
-    monkeypatch.setattr(training, "check_training_settings", stop_before_training)
-    with pytest.raises(InterruptedError):
-        training.train("rnnsearch_small", tmp_path / "r", seed=seed)
+    settings = settings_train_checks(monkeypatch, tmp_path, "rnnsearch_small", seed=seed)
     assert settings.get("seed", 0) == expected
 
 
