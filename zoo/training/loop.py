@@ -617,11 +617,14 @@ def _fit_remaining(
             epochs=last_epoch,
             steps_per_epoch=batches_per_epoch - first_step,
             verbose=verbose,
+            # The epoch's checkpoint last: it marks the epoch done, so a run
+            # killed before it has written its history row, validation BLEU
+            # and best checkpoint redoes the epoch instead of losing them.
             callbacks=[
+                *_epoch_callbacks(strategy, task_data, out, config, first_epoch),
                 checkpoints.CheckpointCallback(
                     out / runs.CHECKPOINTS, checkpoint_every_steps, first_step
                 ),
-                *_epoch_callbacks(strategy, task_data, out, config, first_epoch),
             ],
         )
         last.update({key: float(values[-1]) for key, values in history.history.items()})

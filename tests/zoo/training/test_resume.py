@@ -188,6 +188,23 @@ def test_training_killed_mid_epoch_resumes_and_runs_only_the_remaining_epochs(
     assert_one_line_error(code, stderr, "finished run", "--overwrite")
 
 
+def test_an_epoch_is_checkpointed_only_after_its_history_row_is_written(tmp_path, monkeypatch):
+    # A run killed between the two would resume after the epoch and never
+    # write its row (history.csv, validation BLEU, best checkpoint).
+    rows_when_checkpointed = []
+    save = checkpoints.save_checkpoint
+
+    def save_and_count_rows(model, folder, epoch, steps_done=0):
+        if not steps_done:
+            history = folder.parent / "history.csv"
+            rows_when_checkpointed.append(len(history.read_text().splitlines()) - 1)
+        return save(model, folder, epoch, steps_done)
+
+    monkeypatch.setattr(checkpoints, "save_checkpoint", save_and_count_rows)
+    training.train("rnnsearch_small", tmp_path / "run", **TINY)
+    assert rows_when_checkpointed == [1, 2]
+
+
 def test_unfinished_run_with_other_settings_is_refused(tmp_path, capsys):
     out = tmp_path / "run"
     out.mkdir()
