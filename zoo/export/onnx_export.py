@@ -357,27 +357,26 @@ def _convert(function, signature, path, opset):
         traced = tf.function(function, input_signature=signature)
         outputs = traced.get_concrete_function().structured_outputs
         # The trace above is cached: tf2onnx converts that same graph.
-        tf2onnx.convert.from_function(
+        graph, _ = tf2onnx.convert.from_function(
             traced,
             input_signature=signature,
             opset=opset,
-            output_path=str(path),
             custom_op_handlers=handlers,
         )
     if opset < 18:  # from opset 18 on, ReduceMean takes its axes as an input
-        _global_pools_as_reduce_means(path)
+        _global_pools_as_reduce_means(graph)
+    onnx.save(graph, path)
     return outputs
 
 
-def _global_pools_as_reduce_means(path):
-    """Rewrites the ONNX file `path`'s GlobalAveragePool nodes as the
+def _global_pools_as_reduce_means(model):
+    """Rewrites the ONNX `model`'s GlobalAveragePool nodes, in place, as the
     ReduceMean they stand for (over axes 2 and up, dimensions kept).
 
     tf2onnx's optimizer turns a mean over the last axis of a rank-3 tensor
     (a layer norm over `[batch, length, depth]`) into GlobalAveragePool, the
     same function, which onnxruntime's LayerNormFusion does not match.
     """
-    model = onnx.load(path)
     ranks = {
         value.name: len(value.type.tensor_type.shape.dim)
         for value in onnx.shape_inference.infer_shapes(model).graph.value_info
@@ -392,7 +391,6 @@ def _global_pools_as_reduce_means(path):
                     onnx.helper.make_attribute("keepdims", 1),
                 ]
             )
-    onnx.save(model, path)
 
 
 @contextlib.contextmanager
