@@ -27,10 +27,11 @@ class GNMT(Seq2SeqRecipe):
       `c_t` is fed to every decoder layer beside its input, and the decoder
       has the encoder's residuals from layer 3 on.
     - Output: `p(y_t) = softmax(W y^L_t)` from the top decoder layer alone,
-      as in the paper. (TensorFlow NMT's GNMT reads the top layer alone
-      too; the context already enters the top layer as its input, and
-      concatenating it would grow the largest matrix, `W`, by the context's
-      size for little.)
+      as in the paper and TensorFlow NMT's GNMT; with `output_context=True`
+      the softmax reads `[y^L_t; c_t]`, as RNNsearch's and Luong's outputs
+      read the context. Without it the attention can settle on the first
+      source word and stay there (docs/performance.md, "What sinks GNMT's
+      attention").
 
     Decoder layer i starts from the final state of encoder layer i, as
     TensorFlow NMT's GNMT does (the paper does not say): layer 1 from the
@@ -50,6 +51,7 @@ class GNMT(Seq2SeqRecipe):
             bidirectional one included) and of the decoder (8).
         attention_units: int, the size of the attention's projections (1024).
         dropout: float, see above.
+        output_context: bool, the softmax also reads the context `c_t`.
         **kwargs: see `Seq2SeqRecipe`.
 
     References:
@@ -70,6 +72,7 @@ class GNMT(Seq2SeqRecipe):
         num_layers=8,
         attention_units=1024,
         dropout=0.0,
+        output_context=False,
         **kwargs,
     ):
         super().__init__(source_vocabulary_size, target_vocabulary_size, **kwargs)
@@ -83,6 +86,7 @@ class GNMT(Seq2SeqRecipe):
         self.num_layers = num_layers
         self.attention_units = attention_units
         self.dropout = dropout
+        self.output_context = bool(output_context)
         policy = self.dtype_policy
         self.source_embedding = keras.layers.Embedding(
             source_vocabulary_size,
@@ -120,6 +124,7 @@ class GNMT(Seq2SeqRecipe):
             ],
             AdditiveAttention(attention_units, normalize=True, dtype=policy, name="attention"),
             first_residual_layer=FIRST_RESIDUAL_LAYER,
+            output_context=self.output_context,
             dtype=policy,
             name="decoder",
         )
@@ -175,6 +180,7 @@ class GNMT(Seq2SeqRecipe):
                 "num_layers": self.num_layers,
                 "attention_units": self.attention_units,
                 "dropout": self.dropout,
+                "output_context": self.output_context,
             }
         )
         return config

@@ -248,14 +248,21 @@ def lstm_over_source(model, name, inputs, mask, backwards=False):
     return outputs, h, c
 
 
-def test_gnmt_bidirectional_bottom_residuals_from_layer_3_and_context_to_every_layer():
+@pytest.mark.parametrize("output_context", [False, True])
+def test_gnmt_bidirectional_bottom_residuals_from_layer_3_and_context_to_every_layer(
+    output_context,
+):
     # Wu et al. 2016, section 3: layer 1 of the encoder is bidirectional;
     # x^{i+1} = LSTM_i(x^i) + x^i from layer 3 on, in encoder and decoder;
     # the bottom decoder layer's h^1_{t-1} attends (normalised Bahdanau) and
-    # the context is fed to every decoder layer; the softmax reads the top.
+    # the context is fed to every decoder layer; the softmax reads the top
+    # (and the context, with `output_context`).
     layers, hidden = 4, 6
     model = randomized(
-        GNMT(11, 13, embedding_dim=5, hidden_dim=hidden, num_layers=layers, attention_units=4)
+        GNMT(
+            11, 13, embedding_dim=5, hidden_dim=hidden, num_layers=layers, attention_units=4,
+            output_context=output_context,
+        )
     )
     state = model.encode(SOURCE)
     mask = SOURCE != 0
@@ -292,7 +299,8 @@ def test_gnmt_bidirectional_bottom_residuals_from_layer_3_and_context_to_every_l
         for i, (h, c) in enumerate(states):
             assert_close(state[f"h_{i}"], h, f"decoder h_{i} at step {step}")
             assert_close(state[f"c_{i}"], c, f"decoder c_{i} at step {step}")
-        assert_close(logits, dense(model, "output_projection", x), f"logits at step {step}")
+        features = np.concatenate([x, context], -1) if output_context else x
+        assert_close(logits, dense(model, "output_projection", features), f"logits at step {step}")
 
 
 @pytest.mark.parametrize("cell_type", ["gru", "lstm"])
