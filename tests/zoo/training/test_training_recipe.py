@@ -104,7 +104,7 @@ def test_presets_train_with_what_their_corpus_needs():
     transformer = registry.get_preset("transformer_multi30k")["training"]
     assert transformer["label_smoothing"] == 0.1 and transformer["validation_bleu"]
     assert (transformer["schedule"], transformer["warmup_steps"]) == ("inverse_sqrt", 1000)
-    assert transformer["average_last"] == 5
+    assert (transformer["epochs"], transformer["average_last"]) == (75, 10)
     rnnsearch = registry.get_preset("rnnsearch_multi30k")["training"]
     assert (rnnsearch["schedule"], rnnsearch["epochs"]) == ("cosine", 20)
 
@@ -317,7 +317,7 @@ def settings_train_checks(monkeypatch, tmp_path, preset, **options):
 
 
 @pytest.mark.tensorflow_only
-@pytest.mark.parametrize("epochs, average_last, expected", [(2, None, 2), (30, None, 5), (2, 1, 1)])
+@pytest.mark.parametrize("epochs, average_last, expected", [(2, None, 2), (30, None, 10), (2, 1, 1)])
 def test_a_presets_average_shrinks_to_a_shorter_run(monkeypatch, tmp_path, epochs, average_last, expected):
     settings = settings_train_checks(
         monkeypatch, tmp_path, "transformer_multi30k", epochs=epochs, average_last=average_last
