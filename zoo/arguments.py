@@ -5,6 +5,7 @@ without importing each other.
 """
 
 import argparse
+import math
 
 # `zoo.recipes.decoding.STOPPING_RULES`, repeated so that the parsers need
 # no Keras (a test holds the two together).
@@ -32,6 +33,11 @@ def non_negative_int(text):
 
 def non_negative_float(text):
     return _number(text, float, lambda value: value >= 0, "a number >= 0")
+
+
+def positive_float(text):
+    """A finite float > 0, such as a learning rate."""
+    return _number(text, float, lambda value: 0 < value < math.inf, "a finite number > 0")
 
 
 def fraction(text):

@@ -2,8 +2,8 @@
 
     zoo list
     zoo train PRESET [--data SPEC] [--epochs N] [--out DIR] [--strategy S] [--mixed-precision P|auto|float32]
-              [--jit-compile on|off] [--label-smoothing E] [--schedule S] [--warmup-steps N]
-              [--average-last N] [--seed N]
+              [--jit-compile on|off] [--label-smoothing E] [--learning-rate LR] [--schedule S]
+              [--warmup-steps N] [--average-last N] [--seed N]
               [--validation-bleu|--no-validation-bleu] [--tokenizer wordpiece|sentencepiece]
               [--shared-vocabulary]
               (resumes DIR when it holds an unfinished run)
@@ -35,6 +35,7 @@ from zoo.arguments import BEAM_STOPPING_RULES
 from zoo.arguments import fraction
 from zoo.arguments import non_negative_float
 from zoo.arguments import non_negative_int
+from zoo.arguments import positive_float
 from zoo.arguments import positive_int
 from zoo.errors import ZooUserError
 from zoo.quiet_import import import_quietly
@@ -144,6 +145,13 @@ def build_parser():
         type=fraction,
         metavar="E",
         help="override the preset's label smoothing (0 <= E < 1; the *_multi30k presets use 0.1)",
+    )
+    train.add_argument(
+        "--learning-rate",
+        type=positive_float,
+        metavar="LR",
+        help="override the preset's learning rate: the peak of its schedule, reached "
+        "after the warm-up",
     )
     train.add_argument(
         "--schedule",
@@ -401,6 +409,7 @@ def command_train(args):
         mixed_precision=None if args.mixed_precision == "float32" else args.mixed_precision,
         jit_compile=None if args.jit_compile is None else args.jit_compile == "on",
         label_smoothing=args.label_smoothing,
+        learning_rate=args.learning_rate,
         schedule=args.schedule,
         warmup_steps=args.warmup_steps,
         validation_bleu=args.validation_bleu,

@@ -4,6 +4,7 @@ import collections
 import functools
 import json
 import logging
+import math
 import shutil
 import tempfile
 import time
@@ -100,8 +101,8 @@ def learning_rate_schedule(training, batches_per_epoch):
 
 def check_training_settings(training):
     """A TrainingError naming the first bad value among the training keys
-    that a user may set (split sizes, label smoothing, schedule, warm-up,
-    averaging, seed)."""
+    that a user may set (split sizes, label smoothing, learning rate,
+    schedule, warm-up, averaging, seed)."""
     for key, least in (("valid_size", 1), ("test_size", 0)):
         size = training.get(key, least)
         if not isinstance(size, int) or isinstance(size, bool) or size < least:
@@ -109,6 +110,9 @@ def check_training_settings(training):
     smoothing = training.get("label_smoothing", 0.0)
     if not isinstance(smoothing, (int, float)) or not 0 <= smoothing < 1:
         raise TrainingError(f"label_smoothing must be in [0, 1); received {smoothing!r}")
+    rate = training["learning_rate"]
+    if not isinstance(rate, (int, float)) or isinstance(rate, bool) or not 0 < rate < math.inf:
+        raise TrainingError(f"learning_rate must be a finite number > 0; received {rate!r}")
     schedule = training.get("schedule", "cosine")
     if schedule not in SCHEDULES:
         raise TrainingError(
@@ -290,6 +294,7 @@ def train(
     mixed_precision=None,
     jit_compile=None,
     label_smoothing=None,
+    learning_rate=None,
     schedule=None,
     warmup_steps=None,
     validation_bleu=None,
@@ -343,6 +348,8 @@ def train(
             once per shape.
         label_smoothing: override the preset's `label_smoothing` (float in
             [0, 1); see `distributed.TokenCrossentropy`).
+        learning_rate: override the preset's `learning_rate` (float > 0),
+            the peak of the schedule, reached after the warm-up.
         schedule: override the preset's learning-rate `schedule`
             ("cosine" or "inverse_sqrt"; see `learning_rate_schedule`).
         warmup_steps: override the preset's `warmup_steps` (int >= 0).
@@ -394,6 +401,7 @@ def train(
         ("test_size", test_size),
         ("jit_compile", jit_compile),
         ("label_smoothing", label_smoothing),
+        ("learning_rate", learning_rate),
         ("schedule", schedule),
         ("warmup_steps", warmup_steps),
         ("validation_bleu", validation_bleu),

@@ -129,6 +129,8 @@ def test_automatic_precision_is_bfloat16_only_with_amx_bf16():
         ("--warmup-steps", "-3", ["--warmup-steps", "'-3'"]),
         ("--schedule", "linear", ["--schedule", "'linear'"]),
         ("--seed", "-1", ["--seed", "'-1'"]),
+        ("--learning-rate", "0", ["--learning-rate", "> 0", "'0'"]),
+        ("--learning-rate", "inf", ["--learning-rate", "finite", "'inf'"]),
     ],
 )
 def test_bad_training_options_are_one_line_usage_errors(capsys, option, value, words):
@@ -341,13 +343,28 @@ def test_a_bad_seed_is_refused_before_training(tmp_path, seed):
 
 
 @pytest.mark.tensorflow_only
+def test_the_learning_rate_override_reaches_the_runs_settings(monkeypatch, tmp_path):
+    preset_rate = registry.get_preset("transformer_multi30k")["training"]["learning_rate"]
+    settings = settings_train_checks(monkeypatch, tmp_path, "transformer_multi30k", learning_rate=5e-4)
+    assert preset_rate != 5e-4 and settings["learning_rate"] == 5e-4
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize("rate", [0, -1e-3, float("nan"), float("inf"), True, "1e-3"])
+def test_a_bad_learning_rate_is_refused_before_training(tmp_path, rate):
+    with pytest.raises(training.TrainingError, match="learning_rate must be a finite number > 0"):
+        training.train("rnnsearch_small", tmp_path / "r", learning_rate=rate)
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.tensorflow_only
 @pytest.mark.parametrize(
     "flags, expected",
     [
         (
             [],
-            dict(label_smoothing=None, schedule=None, warmup_steps=None, validation_bleu=None,
-                 average_last=None, mixed_precision="auto", seed=None),
+            dict(label_smoothing=None, learning_rate=None, schedule=None, warmup_steps=None,
+                 validation_bleu=None, average_last=None, mixed_precision="auto", seed=None),
         ),
         (["--mixed-precision", "float32"], dict(mixed_precision=None)),
         (["--mixed-precision", "bfloat16"], dict(mixed_precision="bfloat16")),
@@ -360,6 +377,7 @@ def test_a_bad_seed_is_refused_before_training(tmp_path, seed):
         (["--validation-bleu"], dict(validation_bleu=True)),
         (["--average-last", "5"], dict(average_last=5)),
         (["--seed", "3"], dict(seed=3)),
+        (["--learning-rate", "5e-4"], dict(learning_rate=5e-4)),
     ],
 )
 def test_training_flags_reach_training(capsys, monkeypatch, flags, expected):
