@@ -287,6 +287,10 @@ class Transformer(Seq2SeqRecipe):
         share_target_embeddings: bool, whether the output projection is the
             transpose of the target embedding matrix (section 3.4; the paper
             also shares it with the source through a joint vocabulary).
+        share_all_embeddings: bool, whether the source and the target also
+            share one embedding matrix, which is then the output projection
+            as well (fairseq's `--share-all-embeddings`); needs one joint
+            vocabulary, so the two vocabulary sizes must be equal.
         norm_first: bool, pre-LN when True, the paper's post-LN when False.
         **kwargs: see `Seq2SeqRecipe`.
 
@@ -340,6 +344,7 @@ class Transformer(Seq2SeqRecipe):
         max_target_length=256,
         max_source_length=256,
         share_target_embeddings=False,
+        share_all_embeddings=False,
         norm_first=False,
         **kwargs,
     ):
@@ -361,6 +366,12 @@ class Transformer(Seq2SeqRecipe):
             )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout!r}")
+        if share_all_embeddings and source_vocabulary_size != target_vocabulary_size:
+            raise ValueError(
+                "`share_all_embeddings` needs one joint vocabulary, but the source has "
+                f"{source_vocabulary_size} entries and the target {target_vocabulary_size}. "
+                "Train with a shared vocabulary (`zoo train --shared-vocabulary`)."
+            )
         super().__init__(
             source_vocabulary_size,
             target_vocabulary_size,
@@ -374,7 +385,8 @@ class Transformer(Seq2SeqRecipe):
         self.feed_forward_dim = feed_forward_dim
         self.dropout = dropout
         self.max_source_length = max_source_length
-        self.share_target_embeddings = bool(share_target_embeddings)
+        self.share_all_embeddings = bool(share_all_embeddings)
+        self.share_target_embeddings = bool(share_target_embeddings) or self.share_all_embeddings
         self.norm_first = bool(norm_first)
         self.key_dim = d_model // num_heads
 
@@ -385,13 +397,6 @@ class Transformer(Seq2SeqRecipe):
         self._embedding_scale = math.sqrt(d_model)
         policy = self.dtype_policy
         embedding_initializer = keras.initializers.RandomNormal(stddev=d_model**-0.5)
-        self.source_embedding = keras.layers.Embedding(
-            source_vocabulary_size,
-            d_model,
-            embeddings_initializer=embedding_initializer,
-            dtype=policy,
-            name="source_embedding",
-        )
         self.target_embedding = keras.layers.Embedding(
             target_vocabulary_size,
             d_model,
@@ -399,6 +404,17 @@ class Transformer(Seq2SeqRecipe):
             dtype=policy,
             name="target_embedding",
         )
+        if self.share_all_embeddings:
+            # One layer under two names: Keras tracks, trains and saves it once.
+            self.source_embedding = self.target_embedding
+        else:
+            self.source_embedding = keras.layers.Embedding(
+                source_vocabulary_size,
+                d_model,
+                embeddings_initializer=embedding_initializer,
+                dtype=policy,
+                name="source_embedding",
+            )
         self.source_dropout = keras.layers.Dropout(dropout, dtype=policy)
         self.target_dropout = keras.layers.Dropout(dropout, dtype=policy)
         block_arguments = (d_model, num_heads, feed_forward_dim, dropout, self.norm_first)
@@ -564,6 +580,7 @@ class Transformer(Seq2SeqRecipe):
                 "dropout": self.dropout,
                 "max_source_length": self.max_source_length,
                 "share_target_embeddings": self.share_target_embeddings,
+                "share_all_embeddings": self.share_all_embeddings,
                 "norm_first": self.norm_first,
             }
         )

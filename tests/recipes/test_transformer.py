@@ -215,6 +215,31 @@ def test_config_round_trip_and_save(tmp_path):
     )
 
 
+def test_shared_embeddings_are_one_matrix_for_source_target_and_output(tmp_path):
+    model = make_model(norm_first=True, share_all_embeddings=True, dropout=0.0)
+    separate = make_model(norm_first=True, share_target_embeddings=True, dropout=0.0)
+    table = VOCABULARY * 16
+    # One table fewer than with the target's tied to the output alone.
+    assert model.count_params() == separate.count_params() - table
+    assert model.source_embedding.embeddings is model.target_embedding.embeddings
+    # The source side reads the very matrix the output projects with.
+    embeddings = to_numpy(model.target_embedding.embeddings)
+    np.testing.assert_allclose(to_numpy(model.source_embedding(SOURCE)), embeddings[SOURCE])
+    path = str(tmp_path / "shared.keras")
+    model.save(path)
+    reloaded = keras.saving.load_model(path)
+    assert reloaded.share_all_embeddings and reloaded.share_target_embeddings
+    assert len(reloaded.weights) == len(model.weights)
+    np.testing.assert_allclose(
+        to_numpy(reloaded(INPUTS)), to_numpy(model(INPUTS)), rtol=0, atol=1e-6
+    )
+
+
+def test_shared_embeddings_need_one_vocabulary():
+    with pytest.raises(ValueError, match=r"joint vocabulary.*20 entries.*21.*--shared-vocabulary"):
+        Transformer(20, 21, d_model=8, num_heads=2, share_all_embeddings=True)
+
+
 def test_positional_encodings_are_the_papers():
     table = sinusoidal_positions(5, 6)
     pos, i = 3, 2  # columns 2i = 4 and 2i + 1 = 5

@@ -421,6 +421,11 @@ def train(
         )
     task = task_for(settings)
     training = task.tokenizer_settings(training, tokenizer, shared_vocabulary)
+    if settings["model"].get("share_all_embeddings") and not training["shared_vocabulary"]:
+        raise TrainingError(
+            f"preset {preset} shares one embedding matrix between source and target, "
+            "which needs a shared vocabulary; leave shared_vocabulary on"
+        )
     splits = task.load_splits(training)
     # Every batch the same size, split evenly over the devices, where the
     # strategy needs it (each length bucket's last, smaller batch is then

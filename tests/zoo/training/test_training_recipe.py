@@ -358,6 +358,18 @@ def test_a_bad_learning_rate_is_refused_before_training(tmp_path, rate):
 
 
 @pytest.mark.tensorflow_only
+def test_shared_embeddings_without_a_shared_vocabulary_are_refused_before_training(
+    monkeypatch, tmp_path
+):
+    settings = registry.get_preset("transformer_multi30k")
+    settings["model"]["share_all_embeddings"] = True
+    monkeypatch.setitem(registry.PRESETS, "tied_copy", settings)
+    with pytest.raises(training.TrainingError, match="needs a shared vocabulary"):
+        training.train("tied_copy", tmp_path / "r", shared_vocabulary=False)
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.tensorflow_only
 @pytest.mark.parametrize(
     "flags, expected",
     [
