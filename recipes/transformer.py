@@ -397,23 +397,25 @@ class Transformer(Seq2SeqRecipe):
         self._embedding_scale = math.sqrt(d_model)
         policy = self.dtype_policy
         embedding_initializer = keras.initializers.RandomNormal(stddev=d_model**-0.5)
-        self.target_embedding = keras.layers.Embedding(
-            target_vocabulary_size,
+        # The source embedding is created first, as before the option came:
+        # a weights file names its layers in the order they were made.
+        self.source_embedding = keras.layers.Embedding(
+            source_vocabulary_size,
             d_model,
             embeddings_initializer=embedding_initializer,
             dtype=policy,
-            name="target_embedding",
+            name="source_embedding",
         )
         if self.share_all_embeddings:
             # One layer under two names: Keras tracks, trains and saves it once.
-            self.source_embedding = self.target_embedding
+            self.target_embedding = self.source_embedding
         else:
-            self.source_embedding = keras.layers.Embedding(
-                source_vocabulary_size,
+            self.target_embedding = keras.layers.Embedding(
+                target_vocabulary_size,
                 d_model,
                 embeddings_initializer=embedding_initializer,
                 dtype=policy,
-                name="source_embedding",
+                name="target_embedding",
             )
         self.source_dropout = keras.layers.Dropout(dropout, dtype=policy)
         self.target_dropout = keras.layers.Dropout(dropout, dtype=policy)

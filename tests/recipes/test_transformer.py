@@ -235,6 +235,14 @@ def test_shared_embeddings_are_one_matrix_for_source_target_and_output(tmp_path)
     )
 
 
+def test_the_weights_keep_the_order_that_older_run_directories_were_saved_in():
+    # A weights file lists the layers in the order they were made: with the
+    # target embedding made first, a trained run's tables loaded swapped and
+    # it translated nonsense.
+    names = [w.path.split("/", 1)[1] for w in make_model().weights[:2]]
+    assert names == ["source_embedding/embeddings", "target_embedding/embeddings"]
+
+
 def test_shared_embeddings_need_one_vocabulary():
     with pytest.raises(ValueError, match=r"joint vocabulary.*20 entries.*21.*--shared-vocabulary"):
         Transformer(20, 21, d_model=8, num_heads=2, share_all_embeddings=True)
