@@ -309,31 +309,57 @@ def beam_search(
         Wu et al., "Google's Neural Machine Translation System: Bridging the
         Gap between Human and Machine Translation", 2016, section 7.
     """
-    if not _is_int(beam_width) or beam_width < 1:
-        raise ValueError(
-            f"`beam_width` must be a positive int. Received: beam_width={beam_width!r}"
-        )
-    for name, value in (("length_penalty", length_penalty), ("coverage_penalty", coverage_penalty)):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or value < 0:
-            raise ValueError(f"`{name}` must be a float >= 0. Received: {name}={value!r}")
-    if not isinstance(stopping, str) or stopping not in STOPPING_RULES:
-        raise ValueError(
-            f"`stopping` must be one of {STOPPING_RULES}. Received: stopping={stopping!r}"
-        )
-    width = int(beam_width)
-    alpha = float(length_penalty)
-    beta = float(coverage_penalty)
-
+    settings = _BeamSettings.checked(beam_width, length_penalty, coverage_penalty, stopping)
     source = ops.convert_to_tensor(source)
-    batch = ops.shape(source)[0]
     state = model.encode(source)
+    limit = max_decoding_steps(
+        model, model.attention_width(state), max_length, max_length_ratio, max_length_offset
+    )
+    step, tokens, state, search, coverage_mask = _beam_start(model, source, state, limit, limit, settings)
+    num_steps, _, _, search = _beam_steps(
+        model, settings, coverage_mask, limit, limit, step, tokens, state, search
+    )
+    return _beam_result(search, num_steps, settings, coverage_mask, model.pad_id)
+
+
+class _BeamSettings(NamedTuple):
+    """The checked options of one beam search."""
+
+    width: int
+    alpha: float
+    beta: float
+    early: bool
+
+    @classmethod
+    def checked(cls, beam_width, length_penalty, coverage_penalty, stopping):
+        if not _is_int(beam_width) or beam_width < 1:
+            raise ValueError(
+                f"`beam_width` must be a positive int. Received: beam_width={beam_width!r}"
+            )
+        for name, value in (
+            ("length_penalty", length_penalty),
+            ("coverage_penalty", coverage_penalty),
+        ):
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or value < 0:
+                raise ValueError(f"`{name}` must be a float >= 0. Received: {name}={value!r}")
+        if not isinstance(stopping, str) or stopping not in STOPPING_RULES:
+            raise ValueError(
+                f"`stopping` must be one of {STOPPING_RULES}. Received: stopping={stopping!r}"
+            )
+        return cls(int(beam_width), float(length_penalty), float(coverage_penalty), stopping == "early")
+
+
+def _beam_start(model, source, state, limit, cache_steps, settings):
+    """The search before its first step: `(step, tokens, state, search,
+    coverage_mask)`, with `state` (from `encode`) cut to `cache_steps`
+    cache slots and tiled to K rows per example, and buffers for `limit`
+    steps."""
+    width = settings.width
+    batch = ops.shape(source)[0]
     source_width = model.attention_width(state)
-    limit = max_decoding_steps(model, source_width, max_length, max_length_ratio, max_length_offset)
-    carried = carried_state_keys(model, state)
-    state = fit_step_caches(model, state, limit)
+    state = fit_step_caches(model, state, cache_steps)
     state = keras.tree.map_structure(lambda x: ops.repeat(x, width, axis=0), state)
     coverage_mask = _coverage_mask(source, batch, source_width, model.pad_id)
-    scorer = _GnmtScorer(alpha, beta, coverage_mask, batch, width)
 
     # At step 0 every beam of an example holds the same BOS: only the first
     # is live, so the first expansion yields K distinct tokens.
@@ -357,23 +383,32 @@ def beam_search(
         "finished_lengths": ops.zeros(flat, "int32"),
         "done": ops.zeros((batch,), "bool"),
     }
-    if beta:
+    if settings.beta:
         # Only the coverage penalty needs each live hypothesis' attention sum.
         search["alive_coverage"] = ops.zeros((batch * width, source_width), "float32")
-    update = _BeamUpdate(model, carried, batch, width, limit, scorer, stopping == "early")
     step = ops.convert_to_tensor(0, "int32")
     tokens = ops.full((batch * width,), model.bos_id, dtype="int32")
+    return step, tokens, state, search, coverage_mask
+
+
+def _beam_steps(model, settings, coverage_mask, limit, stop, step, tokens, state, search):
+    """Runs the search from `step` until every example is done or `stop`
+    (at most the step limit `limit`); returns `(step, tokens, state,
+    search)`."""
+    batch = ops.shape(search["done"])[0]
+    scorer = _GnmtScorer(settings.alpha, settings.beta, coverage_mask, batch, settings.width)
+    carried = carried_state_keys(model, state)
+    update = _BeamUpdate(model, carried, batch, settings.width, limit, scorer, settings.early)
 
     def cond(step, tokens, state, search):
-        return ops.logical_and(step < limit, ops.logical_not(ops.all(search["done"])))
+        return ops.logical_and(step < stop, ops.logical_not(ops.all(search["done"])))
 
     def body(step, tokens, state, search):
         logits, state, attention = model.decode_step(tokens, state, step)
         tokens, state, search = update(step, logits, attention, state, search)
         return step + 1, tokens, state, search
 
-    num_steps, _, _, search = ops.while_loop(cond, body, (step, tokens, state, search))
-    return _beam_result(search, num_steps, batch, width, limit, scorer, model.pad_id)
+    return ops.while_loop(cond, body, (step, tokens, state, search))
 
 
 class _GnmtScorer:
@@ -518,9 +553,202 @@ class _BeamUpdate:
         return next_tokens, state, new_search
 
 
-def _beam_result(search, num_steps, batch, width, limit, scorer, pad_id):
+class ChunkedBeamSearch:
+    """`beam_search` run as a Python loop of compiled chunks of steps, which
+    drops the examples that are done from the batch between chunks and
+    grows the step caches only as the steps need them.
+
+    One compiled `beam_search` runs every row of a batch until its last
+    example is done, and every step attends over, writes and (reordering
+    the beams) copies caches as long as the step limit. Here each chunk of
+    `chunk_steps` steps is one compiled loop (`_beam_steps`); between
+    chunks the examples that are done are finished (`_beam_result` on them
+    alone) and leave the batch, and the caches of `model.step_cache_axes`
+    grow to the slots the next chunk needs. The results are those of
+    `beam_search` with the same arguments (each example is searched
+    independently of the others), up to the rounding of a batch of another
+    size.
+
+    It suits a backend whose compiled function takes batches and caches of
+    any size without compiling again: TensorFlow's `tf.function` (with
+    `reduce_retracing`, the translators' `compile_inference`), or torch,
+    which runs eagerly. Under `jax.jit` every new size compiles: use
+    `beam_search` there. A SavedModel or ONNX graph holds one loop, so
+    the exports use `beam_search` too.
+
+    Args:
+        model: a model with the encode/decode_step contract.
+        beam_width, length_penalty, coverage_penalty, max_length,
+            max_length_ratio, max_length_offset, stopping: as in
+            `beam_search`.
+        chunk_steps: int >= 1, the steps between two compactions.
+        compile: a function that compiles a function of tensors (e.g.
+            `tf.function`); default: none.
+
+    Call arguments:
+        source: the model's source batch, as in `beam_search`.
+
+    Returns:
+        A `DecodeResult` of NumPy arrays; `num_steps` is the steps run by
+        the examples searched longest.
+    """
+
+    def __init__(
+        self,
+        model,
+        beam_width=4,
+        length_penalty=0.0,
+        coverage_penalty=0.0,
+        max_length=None,
+        max_length_ratio=1.5,
+        max_length_offset=10,
+        stopping="early",
+        chunk_steps=8,
+        compile=None,
+    ):
+        if not _is_int(chunk_steps) or chunk_steps < 1:
+            raise ValueError(
+                f"`chunk_steps` must be a positive int. Received: chunk_steps={chunk_steps!r}"
+            )
+        self.model = model
+        self.settings = _BeamSettings.checked(
+            beam_width, length_penalty, coverage_penalty, stopping
+        )
+        self.limits = (max_length, max_length_ratio, max_length_offset)
+        self.chunk_steps = int(chunk_steps)
+        compile = compile or (lambda function: function)
+        self._start = compile(self._start_function)
+        self._steps = compile(self._steps_function)
+        self._result = compile(self._result_function)
+
+    def _start_function(self, source):
+        state = self.model.encode(source)
+        limit = max_decoding_steps(self.model, self.model.attention_width(state), *self.limits)
+        if isinstance(limit, int):
+            first_chunk = min(limit, self.chunk_steps)
+        else:
+            first_chunk = ops.minimum(limit, self.chunk_steps)
+        started = _beam_start(self.model, source, state, limit, first_chunk, self.settings)
+        return started, limit
+
+    def _steps_function(self, limit, stop, step, tokens, state, search, coverage_mask):
+        return _beam_steps(
+            self.model, self.settings, coverage_mask, limit, stop, step, tokens, state, search
+        )
+
+    def _result_function(self, search, num_steps, coverage_mask):
+        return _beam_result(search, num_steps, self.settings, coverage_mask, self.model.pad_id)
+
+    def __call__(self, source):
+        width = self.settings.width
+        source = ops.convert_to_tensor(source)
+        (step, tokens, state, search, coverage_mask), limit = self._start(source)
+        limit, step = int(limit), int(step)
+        examples = np.arange(int(ops.shape(source)[0]))  # each example's place in the batch
+        parts = []
+        while True:
+            stop = min(limit, step + self.chunk_steps)
+            state = _grow_step_caches(self.model, state, stop)
+            # Tensors, not python ints, so that `tf.function` does not trace
+            # again for each value.
+            step, tokens, state, search = self._steps(
+                *(ops.convert_to_tensor(n, "int32") for n in (limit, stop, step)),
+                tokens,
+                state,
+                search,
+                coverage_mask,
+            )
+            step = int(step)
+            ending = np.asarray(ops.convert_to_numpy(search["done"])) | (step >= limit)
+            if ending.any():
+                ended = np.flatnonzero(ending)
+                result = self._result(
+                    _take_search(search, ended, width),
+                    ops.convert_to_tensor(step, "int32"),
+                    ops.take(coverage_mask, ended, axis=0),
+                )
+                parts.append((examples[ended], result))
+            if ending.all():
+                return _gather_parts(parts, sum(len(e) for e, _ in parts), step)
+            if ending.any():
+                # The examples still searched go on alone.
+                kept = np.flatnonzero(~ending)
+                rows = _rows_of(kept, width)
+                search = _take_search(search, kept, width)
+                tokens = ops.take(tokens, rows, axis=0)
+                state = {key: ops.take(value, rows, axis=0) for key, value in state.items()}
+                coverage_mask = ops.take(coverage_mask, kept, axis=0)
+                examples = examples[kept]
+
+
+def _grow_step_caches(model, state, steps):
+    """`state` with each entry of `model.step_cache_axes` padded with zero
+    slots to at least `steps` (the inverse of `fit_step_caches`)."""
+    grown = dict(state)
+    for key, axis in getattr(model, "step_cache_axes", {}).items():
+        shape = ops.shape(state[key])
+        missing = steps - int(shape[axis])
+        if missing > 0:
+            padding = [(0, 0)] * len(shape)
+            padding[axis] = (0, missing)
+            grown[key] = ops.pad(state[key], padding)
+    return grown
+
+
+def _rows_of(examples, width):
+    """The beam rows of `examples` (indices into the batch), int32 `[n * K]`."""
+    return ops.convert_to_tensor((examples[:, None] * width + np.arange(width)).reshape(-1), "int32")
+
+
+def _take_search(search, examples, width):
+    """The search state of `examples` alone, with the row numbers that the
+    history and the finished store hold renumbered for the smaller batch."""
+    rows = _rows_of(examples, width)
+    # Row e * K + k (beam k of example e) becomes k plus K times the
+    # example's place among `examples`.
+    bases = ops.convert_to_tensor(np.repeat(np.arange(len(examples)) * width, width), "int32")
+
+    def renumber(row_numbers):
+        return row_numbers % width + bases
+
+    taken = {
+        key: ops.take(value, rows, axis=0)
+        for key, value in search.items()
+        if key not in ("history", "done")
+    }
+    taken["finished_rows"] = renumber(taken["finished_rows"])
+    taken["done"] = ops.take(search["done"], examples, axis=0)
+    history = search["history"]
+    taken["history"] = {
+        "tokens": ops.take(history["tokens"], rows, axis=1),
+        "parents": renumber(ops.take(history["parents"], rows, axis=1)),
+        "attention": ops.take(history["attention"], rows, axis=1),
+    }
+    return taken
+
+
+def _gather_parts(parts, batch, num_steps):
+    """One `DecodeResult` of NumPy arrays from the results of parts of the
+    batch, `(examples, DecodeResult)` each."""
+    fields = {}
+    for name in DecodeResult._fields:
+        if name == "num_steps":
+            continue
+        for examples, result in parts:
+            value = np.asarray(ops.convert_to_numpy(getattr(result, name)))
+            if name not in fields:
+                fields[name] = np.zeros((batch,) + value.shape[1:], value.dtype)
+            fields[name][examples] = value
+    return DecodeResult(num_steps=np.int32(num_steps), **fields)
+
+
+def _beam_result(search, num_steps, settings, coverage_mask, pad_id):
     """The n-best list: finished hypotheses by penalised score, then live
     ones (cut by the step limit) to fill it; its first entry is the result."""
+    width = settings.width
+    batch = ops.shape(search["done"])[0]
+    limit = ops.shape(search["history"]["tokens"])[0]
+    scorer = _GnmtScorer(settings.alpha, settings.beta, coverage_mask, batch, width)
     alive_scores = ops.reshape(search["alive_scores"], (batch, width))
     alive_valid = alive_scores > NEG_INF / 2
     alive_keys = scorer(alive_scores, num_steps, search.get("alive_coverage"))

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from keras import ops
 
+from zoo.recipes.decoding import ChunkedBeamSearch
 from zoo.recipes.decoding import beam_search
 from zoo.recipes.decoding import greedy_search
 from zoo.recipes.transformer import Transformer
@@ -213,6 +214,18 @@ def test_config_round_trip_and_save(tmp_path):
     np.testing.assert_allclose(
         to_numpy(reloaded(INPUTS)), to_numpy(model(INPUTS)), rtol=0, atol=1e-6
     )
+
+
+def test_beam_search_in_chunks_grows_the_self_attention_caches_to_the_same_result():
+    """The chunks start from a cache of `chunk_steps` slots and grow it:
+    the search is the one over the whole cache."""
+    model = make_model(norm_first=True, share_target_embeddings=True, dropout=0.0)
+    whole = beam_search(model, SOURCE, 3, length_penalty=0.6)
+    chunked = ChunkedBeamSearch(model, 3, length_penalty=0.6, chunk_steps=3)(SOURCE)
+    assert int(chunked.num_steps) > 3  # more than one chunk ran
+    np.testing.assert_array_equal(chunked.beam_tokens, to_numpy(whole.beam_tokens))
+    np.testing.assert_allclose(chunked.beam_scores, to_numpy(whole.beam_scores), rtol=1e-5)
+    np.testing.assert_allclose(chunked.attention, to_numpy(whole.attention), atol=1e-6)
 
 
 def test_shared_embeddings_are_one_matrix_for_source_target_and_output(tmp_path):

@@ -33,6 +33,28 @@ def compiled_search(
     return compile_inference(search)
 
 
+def batch_search(
+    model, beam, length_penalty, coverage_penalty=0.0, max_length=None, stopping="early"
+):
+    """The search the translators and captioners run on a batch:
+    `compiled_search`, except beam search on TensorFlow and torch, which
+    runs in compiled chunks of steps between which the examples that are
+    done leave the batch (`decoding.ChunkedBeamSearch`, same results). Under
+    `jax.jit` each smaller batch would compile again, so JAX keeps the one
+    compiled loop."""
+    if beam > 1 and keras.backend.backend() != "jax":
+        return decoding.ChunkedBeamSearch(
+            model,
+            beam,
+            length_penalty=length_penalty,
+            coverage_penalty=coverage_penalty,
+            max_length=max_length,
+            stopping=stopping,
+            compile=compile_inference,
+        )
+    return compiled_search(model, beam, length_penalty, coverage_penalty, max_length, stopping)
+
+
 def compile_inference(function):
     """`function` compiled to one graph where the backend can (TF, JAX).
 
@@ -62,7 +84,7 @@ class SearchCache:
     returning a function of the source batch.
     """
 
-    make_search = staticmethod(compiled_search)
+    make_search = staticmethod(batch_search)
 
     def cached_search(
         self, beam, length_penalty, coverage_penalty=0.0, max_length=None, stopping="early"
