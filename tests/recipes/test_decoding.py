@@ -565,9 +565,13 @@ def test_beam_search_in_chunks_compiles_as_the_translator_compiles_it():
     model = ToyTranslator(random_params(seed=4))
     search = ChunkedBeamSearch(model, 2, length_penalty=0.6, chunk_steps=3, compile=compile_inference)
     batches = [padded(SOURCES), padded([[5, 1, 6, 2, 8, 4, 7, 3], [6], [7, 7, 1], [2, 4]])]
+    steps = []
     for source in batches:
         whole = to_numpy(beam_search(model, source, 2, length_penalty=0.6))
-        assert_same_search(search(source), whole)
+        chunked = search(source)
+        assert_same_search(chunked, whole)
+        steps.append(int(chunked.num_steps))
+    assert min(steps) > 3  # each batch ran more than one chunk
 
 
 def test_beam_search_in_chunks_rejects_bad_arguments():
