@@ -103,8 +103,11 @@ def test_presets_train_with_what_their_corpus_needs():
     assert (small["label_smoothing"], small["warmup_steps"], small["validation_bleu"]) == (0, 0, False)
     transformer = registry.get_preset("transformer_multi30k")["training"]
     assert transformer["label_smoothing"] == 0.1 and transformer["validation_bleu"]
-    assert (transformer["schedule"], transformer["warmup_steps"]) == ("inverse_sqrt", 1000)
+    assert (transformer["schedule"], transformer["warmup_steps"]) == ("cosine", 1000)
     assert (transformer["epochs"], transformer["average_last"]) == (75, 10)
+    # One joint vocabulary, embedded and projected by one matrix.
+    assert (transformer["shared_vocabulary"], transformer["vocabulary_size"]) == (True, 4000)
+    assert registry.get_preset("transformer_multi30k")["model"]["share_all_embeddings"]
     rnnsearch = registry.get_preset("rnnsearch_multi30k")["training"]
     assert (rnnsearch["schedule"], rnnsearch["epochs"]) == ("cosine", 20)
 
