@@ -583,8 +583,8 @@ class ChunkedBeamSearch:
             `beam_search`.
         chunk_steps: int >= 1, the steps between two compactions. Each
             compaction is a return to Python; fewer of them keep done
-            examples in the batch longer. The default, 4, was the fastest of
-            2, 4, 8 and 16 on a trained Transformer (docs/performance.md).
+            examples in the batch longer (docs/performance.md says how the
+            default was chosen).
         compile: a function that compiles a function of tensors (e.g.
             `tf.function`); default: none.
 

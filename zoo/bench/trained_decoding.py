@@ -19,7 +19,6 @@ shape) is left out of the time.
 
 import time
 
-
 from zoo.bench import report
 
 BATCH_SIZE = 64
