@@ -327,9 +327,9 @@ PRESETS = {
         # ends the budget at a small rate; with the shared vocabulary it
         # scored above the inverse square root decay with separate ones on
         # the validation set (docs/performance.md).
-        # Batches of 128 pairs (about 1,800 target tokens) are a quarter of
-        # the anchor's 8,192-token updates, so the peak rate is lower than
-        # its 5e-3.
+        # Batches of 128 pairs are several times smaller than the anchor's
+        # 8,192-token updates (docs/performance.md has the sizes and the
+        # larger batches tried), so the peak rate is lower than its 5e-3.
         "training": {
             **MULTI30K_TRAINING,
             # German and English share most names and numbers: one joint
