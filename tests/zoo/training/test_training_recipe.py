@@ -104,7 +104,7 @@ def test_presets_train_with_what_their_corpus_needs():
     transformer = registry.get_preset("transformer_multi30k")["training"]
     assert transformer["label_smoothing"] == 0.1 and transformer["validation_bleu"]
     assert (transformer["schedule"], transformer["warmup_steps"]) == ("cosine", 1000)
-    assert (transformer["epochs"], transformer["average_last"]) == (75, 10)
+    assert (transformer["epochs"], transformer["average_last"]) == (120, 10)
     # One joint vocabulary, embedded and projected by one matrix.
     assert (transformer["shared_vocabulary"], transformer["vocabulary_size"]) == (True, 4000)
     assert registry.get_preset("transformer_multi30k")["model"]["share_all_embeddings"]
