@@ -620,9 +620,12 @@ class ChunkedBeamSearch:
         self.limits = (max_length, max_length_ratio, max_length_offset)
         self.chunk_steps = int(chunk_steps)
         compile = compile or (lambda function: function)
+        # What runs between two chunks is compiled too: eagerly, each of its
+        # many small takes and pads would pay the dispatch of one op.
         self._start = compile(self._start_function)
         self._steps = compile(self._steps_function)
-        self._result = compile(self._result_function)
+        self._finish = compile(self._finish_function)
+        self._compact = compile(self._compact_function)
 
     def _start_function(self, source):
         state = self.model.encode(source)
@@ -635,15 +638,32 @@ class ChunkedBeamSearch:
         return started, limit
 
     def _steps_function(self, limit, stop, step, tokens, state, search, coverage_mask):
+        state = _grow_step_caches(self.model, state, stop)
         return _beam_steps(
             self.model, self.settings, coverage_mask, limit, stop, step, tokens, state, search
         )
 
-    def _result_function(self, search, num_steps, coverage_mask):
-        return _beam_result(search, num_steps, self.settings, coverage_mask, self.model.pad_id)
+    def _finish_function(self, search, examples, num_steps, coverage_mask):
+        """The results of `examples` (indices into the batch)."""
+        return _beam_result(
+            _take_search(search, examples, self.settings.width),
+            num_steps,
+            self.settings,
+            ops.take(coverage_mask, examples, axis=0),
+            self.model.pad_id,
+        )
+
+    def _compact_function(self, tokens, state, search, coverage_mask, examples):
+        """The batch cut to `examples` (indices into it)."""
+        rows = _rows_of(examples, self.settings.width)
+        return (
+            ops.take(tokens, rows, axis=0),
+            {key: ops.take(value, rows, axis=0) for key, value in state.items()},
+            _take_search(search, examples, self.settings.width),
+            ops.take(coverage_mask, examples, axis=0),
+        )
 
     def __call__(self, source):
-        width = self.settings.width
         source = ops.convert_to_tensor(source)
         (step, tokens, state, search, coverage_mask), limit = self._start(source)
         limit, step = int(limit), int(step)
@@ -651,11 +671,10 @@ class ChunkedBeamSearch:
         parts = []
         while True:
             stop = min(limit, step + self.chunk_steps)
-            state = _grow_step_caches(self.model, state, stop)
             # Tensors, not python ints, so that `tf.function` does not trace
             # again for each value.
             step, tokens, state, search = self._steps(
-                *(ops.convert_to_tensor(n, "int32") for n in (limit, stop, step)),
+                *(_int32(n) for n in (limit, stop, step)),
                 tokens,
                 state,
                 search,
@@ -665,51 +684,51 @@ class ChunkedBeamSearch:
             ending = np.asarray(ops.convert_to_numpy(search["done"])) | (step >= limit)
             if ending.any():
                 ended = np.flatnonzero(ending)
-                result = self._result(
-                    _take_search(search, ended, width),
-                    ops.convert_to_tensor(step, "int32"),
-                    ops.take(coverage_mask, ended, axis=0),
-                )
+                result = self._finish(search, _int32(ended), _int32(step), coverage_mask)
                 parts.append((examples[ended], result))
             if ending.all():
                 return _gather_parts(parts, sum(len(e) for e, _ in parts), step)
             if ending.any():
                 # The examples still searched go on alone.
                 kept = np.flatnonzero(~ending)
-                rows = _rows_of(kept, width)
-                search = _take_search(search, kept, width)
-                tokens = ops.take(tokens, rows, axis=0)
-                state = {key: ops.take(value, rows, axis=0) for key, value in state.items()}
-                coverage_mask = ops.take(coverage_mask, kept, axis=0)
+                tokens, state, search, coverage_mask = self._compact(
+                    tokens, state, search, coverage_mask, _int32(kept)
+                )
                 examples = examples[kept]
 
 
 def _grow_step_caches(model, state, steps):
     """`state` with each entry of `model.step_cache_axes` padded with zero
-    slots to at least `steps` (the inverse of `fit_step_caches`)."""
+    slots to at least `steps`, an int32 scalar (the inverse of
+    `fit_step_caches`)."""
     grown = dict(state)
     for key, axis in getattr(model, "step_cache_axes", {}).items():
-        shape = ops.shape(state[key])
-        missing = steps - int(shape[axis])
-        if missing > 0:
-            padding = [(0, 0)] * len(shape)
-            padding[axis] = (0, missing)
-            grown[key] = ops.pad(state[key], padding)
+        value = state[key]
+        padding = [(0, 0)] * len(value.shape)
+        padding[axis] = (0, ops.maximum(steps - ops.shape(value)[axis], 0))
+        grown[key] = ops.pad(value, padding)
     return grown
 
 
+def _int32(value):
+    return ops.convert_to_tensor(value, "int32")
+
+
 def _rows_of(examples, width):
-    """The beam rows of `examples` (indices into the batch), int32 `[n * K]`."""
-    return ops.convert_to_tensor((examples[:, None] * width + np.arange(width)).reshape(-1), "int32")
+    """The beam rows of `examples` (int32 indices into the batch), `[n * K]`."""
+    rows = ops.expand_dims(examples * width, 1) + ops.arange(width, dtype="int32")
+    return ops.reshape(rows, (-1,))
 
 
 def _take_search(search, examples, width):
-    """The search state of `examples` alone, with the row numbers that the
-    history and the finished store hold renumbered for the smaller batch."""
+    """The search state of `examples` (int32 indices into the batch) alone,
+    with the row numbers that the history and the finished store hold
+    renumbered for the smaller batch."""
     rows = _rows_of(examples, width)
     # Row e * K + k (beam k of example e) becomes k plus K times the
     # example's place among `examples`.
-    bases = ops.convert_to_tensor(np.repeat(np.arange(len(examples)) * width, width), "int32")
+    places = ops.arange(ops.shape(examples)[0], dtype="int32")
+    bases = ops.repeat(places * width, width)
 
     def renumber(row_numbers):
         return row_numbers % width + bases
