@@ -5,7 +5,7 @@
               [--jit-compile on|off] [--label-smoothing E] [--learning-rate LR] [--schedule S]
               [--warmup-steps N] [--average-last N] [--seed N]
               [--validation-bleu|--no-validation-bleu] [--tokenizer wordpiece|sentencepiece]
-              [--shared-vocabulary]
+              [--shared-vocabulary] [--vocabulary-size N]
               (resumes DIR when it holds an unfinished run)
     zoo average DIR --last N [--out FILE]
     zoo evaluate DIR [--data SPEC] [--gold-alignments FILE] [--beam K] [--beam-stop early|exact]
@@ -203,6 +203,13 @@ def build_parser():
         action="store_true",
         default=None,
         help="translation: one vocabulary learned from both languages (default: one each)",
+    )
+    train.add_argument(
+        "--vocabulary-size",
+        type=positive_int,
+        metavar="N",
+        help="override the preset's vocabulary size: the most subwords each vocabulary (or the "
+        "shared one) may have, the 4 reserved tokens included; a small corpus gives fewer",
     )
 
     average = commands.add_parser(
@@ -415,6 +422,7 @@ def command_train(args):
         validation_bleu=args.validation_bleu,
         tokenizer=args.tokenizer,
         shared_vocabulary=args.shared_vocabulary,
+        vocabulary_size=args.vocabulary_size,
         average_last=args.average_last,
         seed=args.seed,
     )

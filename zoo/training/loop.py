@@ -22,6 +22,7 @@ from zoo import registry
 from zoo import runs
 from zoo.errors import ZooUserError
 from zoo.tasks import task_for
+from zoo.recipes.contract import SPECIAL_TOKENS
 from zoo.recipes.seq2seq import default_jit_compile
 
 
@@ -102,7 +103,7 @@ def learning_rate_schedule(training, batches_per_epoch):
 def check_training_settings(training):
     """A TrainingError naming the first bad value among the training keys
     that a user may set (split sizes, label smoothing, learning rate,
-    schedule, warm-up, averaging, seed)."""
+    schedule, warm-up, averaging, seed, vocabulary size)."""
     for key, least in (("valid_size", 1), ("test_size", 0)):
         size = training.get(key, least)
         if not isinstance(size, int) or isinstance(size, bool) or size < least:
@@ -125,6 +126,16 @@ def check_training_settings(training):
         raise TrainingError(
             "the inverse_sqrt schedule needs warmup_steps >= 1 (its peak, --warmup-steps); "
             f"received {warmup!r}"
+        )
+    vocabulary_size = training["vocabulary_size"]
+    if (
+        not isinstance(vocabulary_size, int)
+        or isinstance(vocabulary_size, bool)
+        or vocabulary_size <= len(SPECIAL_TOKENS)
+    ):
+        raise TrainingError(
+            f"vocabulary_size must be an int > {len(SPECIAL_TOKENS)} (the reserved tokens); "
+            f"received {vocabulary_size!r}"
         )
     seed = training.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
@@ -300,6 +311,7 @@ def train(
     validation_bleu=None,
     tokenizer=None,
     shared_vocabulary=None,
+    vocabulary_size=None,
     average_last=None,
     seed=None,
 ):
@@ -361,6 +373,9 @@ def train(
             (lowercase) or "sentencepiece" (keeps case; translation only).
         shared_vocabulary: None (the preset's setting, else False), or
             True for one vocabulary learned from both languages.
+        vocabulary_size: override the preset's `vocabulary_size` (int >
+            the 4 reserved tokens): the most tokens each vocabulary, or the
+            shared one, may have; a small corpus gives fewer.
         average_last: override the preset's `average_last` (int >= 0):
             after the last epoch, the run's `model.weights.h5` becomes the
             mean of its last this many epoch checkpoints, as `zoo average`
@@ -405,6 +420,7 @@ def train(
         ("schedule", schedule),
         ("warmup_steps", warmup_steps),
         ("validation_bleu", validation_bleu),
+        ("vocabulary_size", vocabulary_size),
         ("average_last", average_last),
         ("seed", seed),
     ):

@@ -134,6 +134,7 @@ def test_automatic_precision_is_bfloat16_only_with_amx_bf16():
         ("--seed", "-1", ["--seed", "'-1'"]),
         ("--learning-rate", "0", ["--learning-rate", "> 0", "'0'"]),
         ("--learning-rate", "inf", ["--learning-rate", "finite", "'inf'"]),
+        ("--vocabulary-size", "0", ["--vocabulary-size", "'0'"]),
     ],
 )
 def test_bad_training_options_are_one_line_usage_errors(capsys, option, value, words):
@@ -150,6 +151,15 @@ def test_inverse_sqrt_without_warm_up_is_refused_before_training(tmp_path, capsy
         capsys, "train", "rnnsearch_small", "--schedule", "inverse_sqrt", "--out", str(tmp_path / "r")
     )
     assert_one_line_error(code, err, "inverse_sqrt", "warmup_steps")
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.tensorflow_only
+def test_a_vocabulary_of_only_reserved_tokens_is_refused_before_training(tmp_path, capsys):
+    code, _, err = run_cli(
+        capsys, "train", "rnnsearch_small", "--vocabulary-size", "4", "--out", str(tmp_path / "r")
+    )
+    assert_one_line_error(code, err, "vocabulary_size must be an int > 4", "received 4")
     assert not (tmp_path / "r").exists()
 
 
@@ -361,6 +371,23 @@ def test_a_bad_learning_rate_is_refused_before_training(tmp_path, rate):
 
 
 @pytest.mark.tensorflow_only
+def test_the_vocabulary_size_override_reaches_the_runs_settings(monkeypatch, tmp_path):
+    preset_size = registry.get_preset("transformer_multi30k")["training"]["vocabulary_size"]
+    settings = settings_train_checks(
+        monkeypatch, tmp_path, "transformer_multi30k", vocabulary_size=8000
+    )
+    assert preset_size != 8000 and settings["vocabulary_size"] == 8000
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize("size", [4, 0, 100.0, True])
+def test_a_bad_vocabulary_size_is_refused_before_training(tmp_path, size):
+    with pytest.raises(training.TrainingError, match=r"vocabulary_size must be an int > 4"):
+        training.train("rnnsearch_small", tmp_path / "r", vocabulary_size=size)
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.tensorflow_only
 def test_shared_embeddings_without_a_shared_vocabulary_are_refused_before_training(
     monkeypatch, tmp_path
 ):
@@ -379,7 +406,8 @@ def test_shared_embeddings_without_a_shared_vocabulary_are_refused_before_traini
         (
             [],
             dict(label_smoothing=None, learning_rate=None, schedule=None, warmup_steps=None,
-                 validation_bleu=None, average_last=None, mixed_precision="auto", seed=None),
+                 validation_bleu=None, average_last=None, mixed_precision="auto", seed=None,
+                 vocabulary_size=None),
         ),
         (["--mixed-precision", "float32"], dict(mixed_precision=None)),
         (["--mixed-precision", "bfloat16"], dict(mixed_precision="bfloat16")),
@@ -393,6 +421,7 @@ def test_shared_embeddings_without_a_shared_vocabulary_are_refused_before_traini
         (["--average-last", "5"], dict(average_last=5)),
         (["--seed", "3"], dict(seed=3)),
         (["--learning-rate", "5e-4"], dict(learning_rate=5e-4)),
+        (["--vocabulary-size", "8000"], dict(vocabulary_size=8000)),
     ],
 )
 def test_training_flags_reach_training(capsys, monkeypatch, flags, expected):
