@@ -146,20 +146,17 @@ def test_bad_training_options_are_one_line_usage_errors(capsys, option, value, w
 
 
 @pytest.mark.tensorflow_only
-def test_inverse_sqrt_without_warm_up_is_refused_before_training(tmp_path, capsys):
-    code, _, err = run_cli(
-        capsys, "train", "rnnsearch_small", "--schedule", "inverse_sqrt", "--out", str(tmp_path / "r")
-    )
-    assert_one_line_error(code, err, "inverse_sqrt", "warmup_steps")
-    assert not (tmp_path / "r").exists()
-
-
-@pytest.mark.tensorflow_only
-def test_a_vocabulary_of_only_reserved_tokens_is_refused_before_training(tmp_path, capsys):
-    code, _, err = run_cli(
-        capsys, "train", "rnnsearch_small", "--vocabulary-size", "4", "--out", str(tmp_path / "r")
-    )
-    assert_one_line_error(code, err, "vocabulary_size must be an int > 4", "received 4")
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        # Each passes its flag's own parsing and is refused by the training settings' check.
+        (["--schedule", "inverse_sqrt"], ["inverse_sqrt", "warmup_steps"]),
+        (["--vocabulary-size", "4"], ["vocabulary_size must be an int > 4", "received 4"]),
+    ],
+)
+def test_settings_training_cannot_use_are_refused_before_training(tmp_path, capsys, options, words):
+    code, _, err = run_cli(capsys, "train", "rnnsearch_small", *options, "--out", str(tmp_path / "r"))
+    assert_one_line_error(code, err, *words)
     assert not (tmp_path / "r").exists()
 
 
