@@ -106,7 +106,7 @@ def test_presets_train_with_what_their_corpus_needs():
     assert (transformer["schedule"], transformer["warmup_steps"]) == ("cosine", 1000)
     assert (transformer["epochs"], transformer["average_last"]) == (120, 10)
     # One joint vocabulary, embedded and projected by one matrix.
-    assert (transformer["shared_vocabulary"], transformer["vocabulary_size"]) == (True, 4000)
+    assert (transformer["shared_vocabulary"], transformer["vocabulary_size"]) == (True, 8000)
     assert registry.get_preset("transformer_multi30k")["model"]["share_all_embeddings"]
     rnnsearch = registry.get_preset("rnnsearch_multi30k")["training"]
     assert (rnnsearch["schedule"], rnnsearch["epochs"]) == ("cosine", 20)
@@ -371,9 +371,9 @@ def test_a_bad_learning_rate_is_refused_before_training(tmp_path, rate):
 def test_the_vocabulary_size_override_reaches_the_runs_settings(monkeypatch, tmp_path):
     preset_size = registry.get_preset("transformer_multi30k")["training"]["vocabulary_size"]
     settings = settings_train_checks(
-        monkeypatch, tmp_path, "transformer_multi30k", vocabulary_size=8000
+        monkeypatch, tmp_path, "transformer_multi30k", vocabulary_size=6000
     )
-    assert preset_size != 8000 and settings["vocabulary_size"] == 8000
+    assert preset_size != 6000 and settings["vocabulary_size"] == 6000
 
 
 @pytest.mark.tensorflow_only
