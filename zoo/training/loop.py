@@ -103,11 +103,9 @@ def learning_rate_schedule(training, batches_per_epoch):
 def check_training_settings(training):
     """A TrainingError naming the first bad value among the training keys
     that a user may set (split sizes, label smoothing, learning rate,
-    schedule, warm-up, averaging, seed, vocabulary size)."""
+    schedule, warm-up, vocabulary size, seed, averaging)."""
     for key, least in (("valid_size", 1), ("test_size", 0)):
-        size = training.get(key, least)
-        if not isinstance(size, int) or isinstance(size, bool) or size < least:
-            raise TrainingError(f"{key} must be an int >= {least}; received {size!r}")
+        _int_setting(training, key, least, default=least)
     smoothing = training.get("label_smoothing", 0.0)
     if not isinstance(smoothing, (int, float)) or not 0 <= smoothing < 1:
         raise TrainingError(f"label_smoothing must be in [0, 1); received {smoothing!r}")
@@ -119,36 +117,33 @@ def check_training_settings(training):
         raise TrainingError(
             f"unknown schedule {schedule!r}; choose one of {', '.join(SCHEDULES)}"
         )
-    warmup = training.get("warmup_steps", 0)
-    if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
-        raise TrainingError(f"warmup_steps must be an int >= 0; received {warmup!r}")
+    warmup = _int_setting(training, "warmup_steps", 0, default=0)
     if schedule == "inverse_sqrt" and warmup < 1:
         raise TrainingError(
             "the inverse_sqrt schedule needs warmup_steps >= 1 (its peak, --warmup-steps); "
             f"received {warmup!r}"
         )
-    vocabulary_size = training["vocabulary_size"]
-    if (
-        not isinstance(vocabulary_size, int)
-        or isinstance(vocabulary_size, bool)
-        or vocabulary_size <= len(SPECIAL_TOKENS)
-    ):
-        raise TrainingError(
-            f"vocabulary_size must be an int > {len(SPECIAL_TOKENS)} (the reserved tokens); "
-            f"received {vocabulary_size!r}"
-        )
-    seed = training.get("seed", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise TrainingError(f"seed must be an int >= 0; received {seed!r}")
-    average_last = training.get("average_last", 0)
-    if not isinstance(average_last, int) or isinstance(average_last, bool) or average_last < 0:
-        raise TrainingError(f"average_last must be an int >= 0; received {average_last!r}")
+    reserved = len(SPECIAL_TOKENS)
+    _int_setting(
+        training, "vocabulary_size", reserved + 1, why=f" (more than the {reserved} reserved tokens)"
+    )
+    _int_setting(training, "seed", 0, default=0)
+    average_last = _int_setting(training, "average_last", 0, default=0)
     # Checked before training, not after hours of it.
     if average_last > training["epochs"]:
         raise TrainingError(
             f"average_last {average_last} is more than the run's {training['epochs']} "
             "epochs; choose --average-last at most --epochs"
         )
+
+
+def _int_setting(training, key, least, default=None, why=""):
+    """`training[key]` (`default` where it is absent), refused with a
+    TrainingError unless it is an int >= `least`."""
+    value = training.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise TrainingError(f"{key} must be an int >= {least}{why}; received {value!r}")
+    return value
 
 
 def _open_run_directory(out, overwrite, preset, training):

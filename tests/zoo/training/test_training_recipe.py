@@ -151,7 +151,7 @@ def test_bad_training_options_are_one_line_usage_errors(capsys, option, value, w
     [
         # Each passes its flag's own parsing and is refused by the training settings' check.
         (["--schedule", "inverse_sqrt"], ["inverse_sqrt", "warmup_steps"]),
-        (["--vocabulary-size", "4"], ["vocabulary_size must be an int > 4", "received 4"]),
+        (["--vocabulary-size", "4"], ["vocabulary_size must be an int >= 5", "received 4"]),
     ],
 )
 def test_settings_training_cannot_use_are_refused_before_training(tmp_path, capsys, options, words):
@@ -379,7 +379,8 @@ def test_the_vocabulary_size_override_reaches_the_runs_settings(monkeypatch, tmp
 @pytest.mark.tensorflow_only
 @pytest.mark.parametrize("size", [4, 0, 100.0, True])
 def test_a_bad_vocabulary_size_is_refused_before_training(tmp_path, size):
-    with pytest.raises(training.TrainingError, match=r"vocabulary_size must be an int > 4"):
+    expected = r"vocabulary_size must be an int >= 5 \(more than the 4 reserved tokens\)"
+    with pytest.raises(training.TrainingError, match=expected):
         training.train("rnnsearch_small", tmp_path / "r", vocabulary_size=size)
     assert not (tmp_path / "r").exists()
 
