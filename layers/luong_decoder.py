@@ -7,6 +7,8 @@ from zoo.layers.attention_decoder import AttentionDecoder
 from zoo.layers.attention_decoder import _cell_output_size
 from zoo.layers.base_attention import is_positive_int
 
+ATTENTIONAL_ACTIVATIONS = ("tanh", "maxout")
+
 
 @keras.saving.register_keras_serializable(package="zoo")
 class LuongDecoder(AttentionDecoder):
@@ -39,6 +41,12 @@ class LuongDecoder(AttentionDecoder):
         units: int, the size of `h~` (`W_c`'s output); the cell's output size
             when None.
         input_feeding: bool, feed `h~_{t-1}` to the cell.
+        attentional_activation: `"tanh"` (the paper's `h~ = tanh(W_c [c; h])`)
+            or `"maxout"`: `h~` is the maximum of two affine maps of `[c; h]`,
+            as RNNsearch's readout. Trained with Adam on the embedded
+            synthetic corpus, the tanh units saturate within a few updates
+            and the attention settles on one source position, where maxout
+            lets it learn the alignment (docs/experiments/2026-12-06-luong-attention-sink.md).
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -89,16 +97,33 @@ class LuongDecoder(AttentionDecoder):
         - [Luong et al., 2015](https://arxiv.org/abs/1508.04025)
     """
 
-    def __init__(self, cell, attention, units=None, input_feeding=True, **kwargs):
+    def __init__(
+        self,
+        cell,
+        attention,
+        units=None,
+        input_feeding=True,
+        attentional_activation="tanh",
+        **kwargs,
+    ):
         super().__init__(cell, attention, **kwargs)
         if units is not None and not is_positive_int(units):
             raise ValueError(f"`units` must be a positive int or None. Received: units={units!r}")
+        if attentional_activation not in ATTENTIONAL_ACTIVATIONS:
+            raise ValueError(
+                "`attentional_activation` must be one of "
+                f"{', '.join(ATTENTIONAL_ACTIVATIONS)}. "
+                f"Received: attentional_activation={attentional_activation!r}"
+            )
         self.units = units
         self.input_feeding = bool(input_feeding)
+        self.attentional_activation = attentional_activation
+        maxout = attentional_activation == "maxout"
+        # The paper's W_c has no bias; maxout's two pieces need theirs.
         self.attentional_dense = keras.layers.Dense(
-            self.attentional_size,
-            activation="tanh",
-            use_bias=False,
+            self.attentional_size * (2 if maxout else 1),
+            activation=None if maxout else "tanh",
+            use_bias=maxout,
             dtype=self.dtype_policy,
             name="attentional_state",
         )
@@ -142,7 +167,11 @@ class LuongDecoder(AttentionDecoder):
             top, memory, projected_memory, memory_mask, step, training
         )
         combined = ops.concatenate([ops.cast(context, top.dtype), top], axis=-1)
-        return self.attentional_dense(combined), attention
+        attentional = self.attentional_dense(combined)
+        if self.attentional_activation == "maxout":
+            size = self.attentional_size
+            attentional = ops.maximum(attentional[..., :size], attentional[..., size:])
+        return attentional, attention
 
     def _step(self, inputs, states, memory, projected_memory, memory_mask, step, training):
         count = self.cell_state_count
@@ -182,5 +211,11 @@ class LuongDecoder(AttentionDecoder):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"units": self.units, "input_feeding": self.input_feeding})
+        config.update(
+            {
+                "units": self.units,
+                "input_feeding": self.input_feeding,
+                "attentional_activation": self.attentional_activation,
+            }
+        )
         return config

@@ -94,6 +94,14 @@ def attentional_state(context, top, w_c):
     return np.tanh(np.concatenate([context, top], axis=-1) @ w_c)
 
 
+def maxout_attentional_state(context, top, w_c, b_c):
+    """`h~_t = max(W_1 [c_t; h_t] + b_1, W_2 [c_t; h_t] + b_2)`, the two maps
+    side by side in `w_c` and `b_c`."""
+    pieces = np.concatenate([context, top], axis=-1) @ w_c + b_c
+    size = pieces.shape[-1] // 2
+    return np.maximum(pieces[..., :size], pieces[..., size:])
+
+
 def monotonic_expected_alignment(p_choose, previous):
     """Raffel et al. 2017, eqs. 13-14, position by position for one step:
     `q_j = (1 - p_{j-1}) q_{j-1} + alpha'_j` with `q_0 = p_0 = 0`, and

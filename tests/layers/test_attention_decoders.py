@@ -13,6 +13,7 @@ from numpy_reference import general_attention
 from numpy_reference import gru_step
 from numpy_reference import lengths_to_mask
 from numpy_reference import lstm_step
+from numpy_reference import maxout_attentional_state
 from numpy_reference import sigmoid
 
 from zoo.layers import AdditiveAttention
@@ -150,9 +151,12 @@ def test_bahdanau_decoder_matches_the_papers_formula():
     )
 
 
-@pytest.mark.parametrize("input_feeding", [True, False])
-def test_luong_decoder_matches_the_papers_formula(input_feeding):
-    """h_t = LSTM([x_t; h~_{t-1}]); c_t = attention(h_t); h~_t = tanh(W_c [c_t; h_t])."""
+@pytest.mark.parametrize(
+    "input_feeding, activation", [(True, "tanh"), (False, "tanh"), (True, "maxout")]
+)
+def test_luong_decoder_matches_the_papers_formula(input_feeding, activation):
+    """h_t = LSTM([x_t; h~_{t-1}]); c_t = attention(h_t); h~_t = tanh(W_c [c_t; h_t])
+    (or the maximum of two affine maps of [c_t; h_t])."""
     inputs, memory = inputs_and_memory()
     memory = memory[..., :UNITS]  # h_t^T W_a h_s: W_a maps the memory to the query's depth
     decoder = LuongDecoder(
@@ -160,12 +164,19 @@ def test_luong_decoder_matches_the_papers_formula(input_feeding):
         LuongAttention(score="general"),
         units=5,
         input_feeding=input_feeding,
+        attentional_activation=activation,
     )
     decoder.build(inputs.shape, memory.shape)
     randomize_biases(decoder)
     outputs, alignment = decoder(inputs, memory, memory_mask=MEMORY_MASK, return_attention=True)
     w_a = to_numpy(decoder.attention.key_dense.kernel)
     w_c = to_numpy(decoder.attentional_dense.kernel)
+    combine = attentional_state
+    if activation == "maxout":
+        b_c = to_numpy(decoder.attentional_dense.bias)
+
+        def combine(context, top, w_c):
+            return maxout_attentional_state(context, top, w_c, b_c)
     h = c = np.zeros((BATCH, UNITS), "float32")
     feed = np.zeros((BATCH, 5), "float32")
     expected, expected_alignment = [], []
@@ -173,7 +184,7 @@ def test_luong_decoder_matches_the_papers_formula(input_feeding):
         x = np.concatenate([inputs[:, t], feed], -1) if input_feeding else inputs[:, t]
         h, c = lstm_step(x, h, c, *cell_weights(decoder.cell))
         context, alpha = general_attention(h, memory, MEMORY_MASK, w_a)
-        feed = attentional_state(context, h, w_c)
+        feed = combine(context, h, w_c)
         expected.append(feed)
         expected_alignment.append(alpha)
     np.testing.assert_allclose(to_numpy(outputs), np.stack(expected, 1), rtol=1e-5, atol=1e-5)
@@ -358,6 +369,12 @@ def test_a_subclassed_model_trains_with_fit():
         (lambda: BahdanauDecoder("gru", AdditiveAttention(2)), "cell"),
         (lambda: BahdanauDecoder(keras.layers.GRUCell(2), keras.layers.Dense(2)), "attention"),
         (lambda: LuongDecoder(keras.layers.GRUCell(2), LuongAttention(), units=0), "units"),
+        (
+            lambda: LuongDecoder(
+                keras.layers.GRUCell(2), LuongAttention(), attentional_activation="relu"
+            ),
+            "attentional_activation",
+        ),
         (
             lambda: GNMTDecoder(
                 [keras.layers.LSTMCell(2) for _ in range(2)],
