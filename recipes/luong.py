@@ -10,6 +10,7 @@ from zoo.recipes.seq2seq import Seq2SeqRecipe
 from zoo.recipes.seq2seq import source_mask
 
 ATTENTION_TYPES = ("global", "local-m", "local-p")
+INITIAL_STATES = ("encoder", "zeros")
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -38,6 +39,13 @@ class Luong(Seq2SeqRecipe):
         probability_fn: `"softmax"` or `"sparsemax"`, the attention's
             distribution over the source positions.
         dropout: float, dropout between layers and before the softmax (0.2).
+        bidirectional_encoder: bool, each encoder layer reads the source both
+            ways, `hidden_dim / 2` units a direction, concatenated (OpenNMT's
+            `brnn`); the paper's encoder is unidirectional.
+        initial_state: `"encoder"` (the paper: each decoder layer starts from
+            its encoder layer's final state) or `"zeros"`.
+        attentional_activation: `"tanh"` (the paper) or `"maxout"`; see
+            `zoo.layers.LuongDecoder`.
         **kwargs: see `Seq2SeqRecipe`.
 
     References:
@@ -57,6 +65,9 @@ class Luong(Seq2SeqRecipe):
         input_feeding=True,
         dropout=0.0,
         probability_fn="softmax",
+        bidirectional_encoder=False,
+        initial_state="encoder",
+        attentional_activation="tanh",
         **kwargs,
     ):
         super().__init__(source_vocabulary_size, target_vocabulary_size, **kwargs)
@@ -64,6 +75,16 @@ class Luong(Seq2SeqRecipe):
             raise ValueError(
                 f"`attention` must be one of {', '.join(ATTENTION_TYPES)}. "
                 f"Received: attention={attention!r}"
+            )
+        if initial_state not in INITIAL_STATES:
+            raise ValueError(
+                f"`initial_state` must be one of {', '.join(INITIAL_STATES)}. "
+                f"Received: initial_state={initial_state!r}"
+            )
+        if bidirectional_encoder and hidden_dim % 2:
+            raise ValueError(
+                "A bidirectional encoder gives each direction half of `hidden_dim`, "
+                f"so it must be even. Received: hidden_dim={hidden_dim}"
             )
         self.embedding_dim = embedding_dim
         self.hidden_dim = hidden_dim
@@ -74,6 +95,9 @@ class Luong(Seq2SeqRecipe):
         self.input_feeding = bool(input_feeding)
         self.dropout = dropout
         self.probability_fn = probability_fn
+        self.bidirectional_encoder = bool(bidirectional_encoder)
+        self.initial_state = initial_state
+        self.attentional_activation = attentional_activation
         policy = self.dtype_policy
         self.source_embedding = keras.layers.Embedding(
             source_vocabulary_size,
@@ -85,16 +109,7 @@ class Luong(Seq2SeqRecipe):
         self.target_embedding = keras.layers.Embedding(
             target_vocabulary_size, embedding_dim, dtype=policy, name="target_embedding"
         )
-        self.encoder_layers = [
-            keras.layers.LSTM(
-                hidden_dim,
-                return_sequences=True,
-                return_state=True,
-                dtype=policy,
-                name=f"encoder_{i}",
-            )
-            for i in range(num_layers)
-        ]
+        self.encoder_layers = [self._encoder_layer(i) for i in range(num_layers)]
         if attention == "global":
             attention_layer = LuongAttention(
                 score=score, probability_fn=probability_fn, dtype=policy, name="attention"
@@ -115,6 +130,7 @@ class Luong(Seq2SeqRecipe):
             ],
             attention_layer,
             input_feeding=input_feeding,
+            attentional_activation=attentional_activation,
             dtype=policy,
             name="decoder",
         )
@@ -122,6 +138,40 @@ class Luong(Seq2SeqRecipe):
             target_vocabulary_size, dtype=policy, name="output_projection"
         )
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=policy)
+
+    def _encoder_layer(self, index):
+        if not self.bidirectional_encoder:
+            return keras.layers.LSTM(
+                self.hidden_dim,
+                return_sequences=True,
+                return_state=True,
+                dtype=self.dtype_policy,
+                name=f"encoder_{index}",
+            )
+        return keras.layers.Bidirectional(
+            keras.layers.LSTM(
+                self.hidden_dim // 2,
+                return_sequences=True,
+                return_state=True,
+                dtype=self.dtype_policy,
+            ),
+            dtype=self.dtype_policy,
+            name=f"encoder_{index}",
+        )
+
+    def _run_encoder_layer(self, layer, inputs, mask, training):
+        """`(outputs, h, c)` of one encoder layer; a bidirectional layer's
+        final states are its two directions' side by side."""
+        if not self.bidirectional_encoder:
+            return layer(inputs, mask=mask, training=training)
+        outputs, h_forward, c_forward, h_backward, c_backward = layer(
+            inputs, mask=mask, training=training
+        )
+        return (
+            outputs,
+            ops.concatenate([h_forward, h_backward], axis=-1),
+            ops.concatenate([c_forward, c_backward], axis=-1),
+        )
 
     # The contract's declarations (zoo.recipes.contract).
     constant_state_keys = ("memory", "projected_keys", "source_mask")
@@ -137,9 +187,10 @@ class Luong(Seq2SeqRecipe):
         state = {"source_mask": mask}
         for i, layer in enumerate(self.encoder_layers):
             outputs = self.dropout_layer(outputs, training=training)
-            outputs, state[f"h_{i}"], state[f"c_{i}"] = layer(
-                outputs, mask=mask, training=training
-            )
+            outputs, h, c = self._run_encoder_layer(layer, outputs, mask, training)
+            if self.initial_state == "zeros":
+                h, c = ops.zeros_like(h), ops.zeros_like(c)
+            state[f"h_{i}"], state[f"c_{i}"] = h, c
         if not self.decoder.built:
             self.decoder.build((None, None, self.embedding_dim), tuple(outputs.shape))
         state["memory"] = outputs
@@ -176,6 +227,9 @@ class Luong(Seq2SeqRecipe):
                 "input_feeding": self.input_feeding,
                 "dropout": self.dropout,
                 "probability_fn": self.probability_fn,
+                "bidirectional_encoder": self.bidirectional_encoder,
+                "initial_state": self.initial_state,
+                "attentional_activation": self.attentional_activation,
             }
         )
         return config
