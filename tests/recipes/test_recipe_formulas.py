@@ -341,3 +341,35 @@ def test_reverse_source_reads_each_sentence_backwards_before_its_padding():
     assert not np.allclose(
         numpy(plain_model.encode(SOURCE)["summary"]), numpy(plain_model.encode(backwards)["summary"])
     )
+
+
+def test_luong_bidirectional_encoder_reads_both_ways_and_zeros_start_the_decoder():
+    model = randomized(
+        Luong(11, 13, embedding_dim=5, hidden_dim=6, num_layers=1,
+              bidirectional_encoder=True, initial_state="zeros")
+    )
+    state = model.encode(SOURCE)
+    memory = numpy(state["memory"])
+    assert memory.shape == (2, 5, 6)  # each direction half of hidden_dim
+    for i in range(1):
+        assert not numpy(state[f"h_{i}"]).any() and not numpy(state[f"c_{i}"]).any()
+    # The first word's state: its forward half has read that word only, its
+    # backward half the whole sentence back from its last word.
+    changed = SOURCE.copy()
+    changed[0, 2] = 9
+    other = numpy(model.encode(changed)["memory"])
+    assert_close(other[0, 0, :3], memory[0, 0, :3], "forward half before the change")
+    assert np.abs(other[0, 0, 3:] - memory[0, 0, 3:]).max() > 1e-4
+    assert_close(other[1], memory[1], "the other sentence")
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"bidirectional_encoder": True, "hidden_dim": 7}, "even"),
+        ({"initial_state": "encoder_last"}, "initial_state"),
+    ],
+)
+def test_luong_refuses_options_it_cannot_build(options, message):
+    with pytest.raises(ValueError, match=message):
+        Luong(11, 13, **{"embedding_dim": 5, "hidden_dim": 6, **options})
