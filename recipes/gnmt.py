@@ -1,10 +1,12 @@
 """GNMT: Wu et al. (2016), Google's Neural Machine Translation System, section 3."""
 
 import keras
+from keras import ops
 
 from zoo.layers import AdditiveAttention
 from zoo.layers import GNMTDecoder
 from zoo.recipes.seq2seq import Seq2SeqRecipe
+from zoo.recipes.seq2seq import check_initial_state
 from zoo.recipes.seq2seq import source_mask
 
 # The paper's: residual connections from the third layer on, in the encoder
@@ -52,6 +54,8 @@ class GNMT(Seq2SeqRecipe):
         attention_units: int, the size of the attention's projections (1024).
         dropout: float, see above.
         output_context: bool, the softmax also reads the context `c_t`.
+        initial_state: `"encoder"` (decoder layer i starts from encoder
+            layer i's final state, as above) or `"zeros"`.
         **kwargs: see `Seq2SeqRecipe`.
 
     References:
@@ -73,9 +77,11 @@ class GNMT(Seq2SeqRecipe):
         attention_units=1024,
         dropout=0.0,
         output_context=False,
+        initial_state="encoder",
         **kwargs,
     ):
         super().__init__(source_vocabulary_size, target_vocabulary_size, **kwargs)
+        check_initial_state(initial_state)
         if not isinstance(num_layers, int) or isinstance(num_layers, bool) or num_layers < 2:
             raise ValueError(
                 "`num_layers` must be an int >= 2 (the bidirectional layer and at "
@@ -87,6 +93,7 @@ class GNMT(Seq2SeqRecipe):
         self.attention_units = attention_units
         self.dropout = dropout
         self.output_context = bool(output_context)
+        self.initial_state = initial_state
         policy = self.dtype_policy
         self.source_embedding = keras.layers.Embedding(
             source_vocabulary_size,
@@ -152,6 +159,9 @@ class GNMT(Seq2SeqRecipe):
             )
             if i + 1 >= FIRST_RESIDUAL_LAYER:
                 outputs = outputs + layer_input
+        if self.initial_state == "zeros":
+            for key in self.recurrent_state_keys:
+                state[key] = ops.zeros_like(state[key])
         if not self.decoder.built:
             self.decoder.build((None, None, self.embedding_dim), tuple(outputs.shape))
         state["memory"] = outputs
@@ -181,6 +191,7 @@ class GNMT(Seq2SeqRecipe):
                 "attention_units": self.attention_units,
                 "dropout": self.dropout,
                 "output_context": self.output_context,
+                "initial_state": self.initial_state,
             }
         )
         return config

@@ -7,10 +7,10 @@ from zoo.layers import LocalAttention
 from zoo.layers import LuongAttention
 from zoo.layers import LuongDecoder
 from zoo.recipes.seq2seq import Seq2SeqRecipe
+from zoo.recipes.seq2seq import check_initial_state
 from zoo.recipes.seq2seq import source_mask
 
 ATTENTION_TYPES = ("global", "local-m", "local-p")
-INITIAL_STATES = ("encoder", "zeros")
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -76,11 +76,7 @@ class Luong(Seq2SeqRecipe):
                 f"`attention` must be one of {', '.join(ATTENTION_TYPES)}. "
                 f"Received: attention={attention!r}"
             )
-        if initial_state not in INITIAL_STATES:
-            raise ValueError(
-                f"`initial_state` must be one of {', '.join(INITIAL_STATES)}. "
-                f"Received: initial_state={initial_state!r}"
-            )
+        check_initial_state(initial_state)
         if bidirectional_encoder and hidden_dim % 2:
             raise ValueError(
                 "A bidirectional encoder gives each direction half of `hidden_dim`, "

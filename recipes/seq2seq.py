@@ -34,6 +34,20 @@ def default_jit_compile(recipe=None):
     return backend == "jax"
 
 
+# Where a recurrent decoder starts: the encoder's final states (the papers'),
+# or zeros (docs/experiments/2026-12-06-luong-attention-sink.md).
+INITIAL_STATES = ("encoder", "zeros")
+
+
+def check_initial_state(initial_state):
+    """Raises a one-line ValueError unless `initial_state` is one of `INITIAL_STATES`."""
+    if initial_state not in INITIAL_STATES:
+        raise ValueError(
+            f"`initial_state` must be one of {', '.join(INITIAL_STATES)}. "
+            f"Received: initial_state={initial_state!r}"
+        )
+
+
 def source_mask(source, pad_id=PAD_ID):
     """`[B, S]` booleans: True where `source` is a real token."""
     return ops.not_equal(source, pad_id)
