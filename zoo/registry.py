@@ -211,8 +211,8 @@ PRESETS = {
     # alignments, as OpenNMT-py's `global_attention_function sparsemax`.
     "luong_global_general_sparsemax_small": {
         **_luong_small("global", "general", probability_fn="sparsemax"),
-        # Its attention learns slower than the softmax's: 5 epochs scored
-        # under 90 BLEU, 8 above (docs/experiments/2026-12-06-luong-attention-sink.md).
+        # Its attention learns more slowly than the softmax's, so it trains
+        # longer (docs/experiments/2026-12-06-luong-attention-sink.md).
         "training": {**SMALL_TRAINING, "epochs": 8},
     },
     "luong_global_concat_small": _luong_small("global", "concat"),
