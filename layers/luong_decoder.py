@@ -162,7 +162,8 @@ class LuongDecoder(AttentionDecoder):
             self.rnn.build((None, None, inputs_shape[-1]))
 
     def _attentional_state(self, top, memory, projected_memory, memory_mask, step, training):
-        """`(h~ = tanh(W_c [c; h]), attention)` for `h` `[B, H]` or `[B, T, H]`."""
+        """`(h~, attention)` for `h` `[B, H]` or `[B, T, H]`: `h~ = tanh(W_c [c; h])`,
+        or with maxout the larger of the two affine maps of `[c; h]`."""
         context, attention = self._attend(
             top, memory, projected_memory, memory_mask, step, training
         )
