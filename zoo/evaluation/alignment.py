@@ -191,6 +191,19 @@ class GoldAlignment:
     sure: frozenset
     possible: frozenset
 
+    @property
+    def in_order(self):
+        """Whether the sure links never cross: read in target order, their
+        source words never go back, so a monotonic alignment can follow
+        them. A word linked to several on the other side counts as in order
+        when the links of each target word are read from left to right.
+
+        >>> parse_gold("0-0 1-1 1-2").in_order, parse_gold("0-1 1-0").in_order
+        (True, False)
+        """
+        sources = [source for source, _ in sorted(self.sure, key=lambda link: link[::-1])]
+        return all(a <= b for a, b in zip(sources, sources[1:]))
+
 
 def parse_gold(line):
     """A gold Pharaoh line -> `GoldAlignment`: `i-j` sure, `i?j` possible.

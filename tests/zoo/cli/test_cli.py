@@ -112,6 +112,9 @@ def test_train_writes_a_complete_run_directory(tiny_run):
     # And its gold word alignments: the attention's AER, precision and recall.
     for name in ("test_aer", "test_alignment_precision", "test_alignment_recall"):
         assert 0 <= metrics[name] <= 100, name
+    # And BLEU on the test pairs that need no reordering, and how many.
+    assert 0 < metrics["test_pairs_in_order"] < 130
+    assert 0 <= metrics["test_bleu_in_order"] <= 100
 
 
 @pytest.mark.tensorflow_only

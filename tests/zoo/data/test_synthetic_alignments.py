@@ -103,3 +103,20 @@ def test_every_sure_link_joins_a_word_to_its_translation_one_to_one():
 
 def test_docstring_examples_run():
     assert doctest.testmod(synthetic, optionflags=doctest.ELLIPSIS).failed == 0
+
+
+def test_in_order_pairs_are_those_whose_words_keep_their_places():
+    """`GoldAlignment.in_order` (the pairs a monotonic attention can follow)
+    against the grammar: an adjective always moves behind its noun; without
+    adjectives and subordinate clauses every word keeps its place."""
+    pairs = synthetic_splits(0, 0, 300, seed=5, with_alignments=True)["test"]
+    in_order = [parse_gold(line).in_order for _, _, line in pairs]
+    for (source, _, line), flag in zip(pairs, in_order):
+        assert flag == all(i == j for i, j in parse_gold(line).sure), line
+        words = source.removesuffix(".").split()
+        if any(word in TARGET_LEXICON.adjectives for word in words):
+            assert not flag, source
+        elif "because" not in words and "that" not in words:
+            assert flag, source
+    assert 0 < sum(in_order) < len(in_order)
+    assert not any(parse_gold(alignment).in_order for *_, alignment in HAND_CHECKED)
