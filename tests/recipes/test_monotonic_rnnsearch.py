@@ -26,13 +26,10 @@ def model():
     model.build()
     # Untrained, the tiny decoder's state and energies hardly change from
     # step to step, so every step would stop where the first did; larger
-    # weights make the stops move, so that a step that can move back does.
-    # The bias r starts at -4, which stops nowhere until training raises it.
+    # weights make the stops move, so that a step that can move back does
+    # (the bias r starts at 0 and stays there).
     for weight in model.decoder.weights + model.target_embedding.weights:
-        if "score_bias" in weight.path:
-            weight.assign(0.0)
-        else:
-            weight.assign(weight * 10.0)
+        weight.assign(weight * 10.0)
     return model
 
 

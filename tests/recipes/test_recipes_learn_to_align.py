@@ -1,5 +1,5 @@
-"""Luong's recipe (global and local) and GNMT learn the synthetic corpus's
-alignment.
+"""Luong's recipe (global and local), GNMT and monotonic RNNsearch learn
+the synthetic corpus's alignment.
 
 Their presets once let the attention settle on one source position within a
 few updates and never leave it (docs/experiments/2026-12-06-luong-attention-sink.md);
@@ -30,25 +30,28 @@ def task():
 
 
 # Local-p's window centre is learned too, so it takes more updates; GNMT
-# learns slower at first with its deeper stacks.
+# learns slower at first with its deeper stacks. A monotonic alignment cannot
+# follow the corpus's reordering (adjectives after the noun, verbs at the
+# end of subordinate clauses), so its peaks miss more gold links; its
+# failure was a hard alignment that stopped nowhere, every peak then on
+# position 0 (docs/experiments/2026-12-07-monotonic-attention.md).
 @pytest.mark.parametrize(
-    "preset, train_size, overrides",
+    "preset, train_size, max_aer",
     [
-        ("luong_global_general_small", 1500, {}),
-        ("luong_local_p_general_small", 3000, {}),
-        ("gnmt_small", 3000, {}),
+        ("luong_global_general_small", 1500, 0.3),
+        ("luong_local_p_general_small", 3000, 0.3),
+        ("gnmt_small", 3000, 0.3),
+        ("rnnsearch_monotonic_small", 3000, 0.5),
     ],
 )
 def test_a_preset_learns_the_alignment_of_a_reordering_corpus(
-    preset, train_size, overrides, task
+    preset, train_size, max_aer, task
 ):
+    keras.utils.set_random_seed(0)
     source_size, target_size = task[-1]
     model = zoo.build(
-        preset,
-        source_vocabulary_size=source_size,
-        target_vocabulary_size=target_size,
-        **overrides,
+        preset, source_vocabulary_size=source_size, target_vocabulary_size=target_size
     )
     aer, top_share = train_and_align(model, task, train_size, TEST_SIZE, epochs=6)
     assert top_share < 0.3, f"{top_share:.0%} of the attention's peaks on one source position"
-    assert aer <= 0.3, f"alignment error rate {aer:.2f}"
+    assert aer <= max_aer, f"alignment error rate {aer:.2f}"
