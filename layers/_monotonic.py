@@ -76,6 +76,20 @@ def monotonic_alignment(p_choose, previous_alignment, mode):
     return p_choose * not_stopped * carried
 
 
+def _last_position(p_choose, value_mask):
+    """`[batch, 1, Tv]`: 1 at each row's last unmasked memory position (the
+    last position without a mask), 0 elsewhere and in fully masked rows."""
+    length = ops.shape(p_choose)[2]
+    if value_mask is None:
+        last = ops.one_hot(ops.full((ops.shape(p_choose)[0],), length - 1, "int32"), length)
+    else:
+        count = ops.sum(ops.cast(value_mask, "int32"), axis=-1)
+        # torch's one_hot rejects -1, so a fully masked row is zeroed after.
+        last = ops.one_hot(ops.maximum(count - 1, 0), length)
+        last = last * ops.cast(ops.expand_dims(count > 0, -1), last.dtype)
+    return ops.expand_dims(ops.cast(last, "float32"), 1)
+
+
 def validate_mode(mode, name="mode"):
     if mode not in MODES:
         raise ValueError(
@@ -97,6 +111,7 @@ class MonotonicAttentionMixin:
         sigmoid_noise=0.0,
         sigmoid_noise_seed=None,
         score_bias_init=0.0,
+        mass_preservation=False,
         **kwargs,
     ):
         probability_fn = kwargs.pop("probability_fn", "softmax")
@@ -123,6 +138,13 @@ class MonotonicAttentionMixin:
         self.sigmoid_noise = float(sigmoid_noise)
         self.sigmoid_noise_seed = sigmoid_noise_seed
         self.score_bias_init = float(score_bias_init)
+        if not isinstance(mass_preservation, bool):
+            raise ValueError(
+                "`mass_preservation` must be a bool, whether each step stops at "
+                "the last memory position at the latest. Received: "
+                f"mass_preservation={mass_preservation!r}"
+            )
+        self.mass_preservation = mass_preservation
         if self.sigmoid_noise > 0:
             self._noise_seed_generator = keras.random.SeedGenerator(sigmoid_noise_seed)
 
@@ -222,6 +244,8 @@ class MonotonicAttentionMixin:
             # A masked position can't be stopped at, so it gets zero weight
             # and the mass moves past it; a fully masked row gets zeros.
             p_choose = p_choose * ops.cast(ops.expand_dims(value_mask, 1), "float32")
+        if self.mass_preservation:
+            p_choose = ops.maximum(p_choose, _last_position(p_choose, value_mask))
         batch, length = ops.shape(p_choose)[0], ops.shape(p_choose)[2]
         if previous_alignment is None:
             previous_alignment = self.initial_alignment(batch, length)
@@ -264,6 +288,7 @@ class MonotonicAttentionMixin:
                 "sigmoid_noise": self.sigmoid_noise,
                 "sigmoid_noise_seed": self.sigmoid_noise_seed,
                 "score_bias_init": self.score_bias_init,
+                "mass_preservation": self.mass_preservation,
             }
         )
         return config

@@ -13,8 +13,9 @@ class BahdanauMonotonicAttention(MonotonicAttentionMixin, AdditiveAttention):
 
     Each step i scans the memory left to right from where step i - 1
     stopped and stops at position j with probability `p_ij = sigmoid(e_ij)`;
-    the context is the memory at the stop (zeros where it never stops), so
-    attention never moves back and decoding can stream. `r` is a learned
+    the context is the memory at the stop (zeros where it never stops,
+    unless `mass_preservation`), so attention never moves back and decoding
+    can stream. `r` is a learned
     scalar bias (`score_bias_init`); with `normalize=True`, `v_a` is
     weight-normalised (`g v_a / ||v_a||`), which with `r` is the paper's
     modified energy.
@@ -53,6 +54,11 @@ class BahdanauMonotonicAttention(MonotonicAttentionMixin, AdditiveAttention):
             default is 0; a negative value (the paper suggests -4) makes
             early stops unlikely at the start of training, which long
             memories need.
+        mass_preservation: bool, stop at the last unmasked memory position
+            at the latest (fairseq's `--mass-preservation`): the mass that
+            would stop nowhere goes there, so every step of a row with memory
+            attends somewhere and its alignment sums to one. False (the
+            paper's): a step that stops nowhere gets a zero context.
         dropout: float in [0, 1), dropout rate on the attention weights.
         seed: optional int, seed of the dropout.
         kernel_initializer, bias_initializer, kernel_regularizer,

@@ -32,6 +32,11 @@ class LuongMonotonicAttention(MonotonicAttentionMixin, LuongAttention):
         sigmoid_noise_seed: optional int, the seed of that noise.
         score_bias_init: float, the initial value of `r` (TensorFlow Addons'
             default 0; the paper suggests a negative value such as -4).
+        mass_preservation: bool, stop at the last unmasked memory position
+            at the latest (fairseq's `--mass-preservation`): the mass that
+            would stop nowhere goes there, so every step of a row with memory
+            attends somewhere and its alignment sums to one. False (the
+            paper's): a step that stops nowhere gets a zero context.
         dropout: float in [0, 1), dropout rate on the attention weights.
         seed: optional int, seed of the dropout.
         kernel_initializer, bias_initializer, kernel_regularizer,

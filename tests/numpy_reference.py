@@ -132,12 +132,25 @@ def monotonic_hard_alignment(energies, previous, mask):
     return alignment
 
 
-def monotonic_attention(energies, mask, mode, previous=None):
+def preserve_mass(alignment, previous, mask):
+    """fairseq's `mass_preservation` for monotonic attention: the mass of
+    the previous step that stops nowhere is put on the last unmasked memory
+    position (rows without one keep theirs)."""
+    alignment = alignment.copy()
+    for b in range(alignment.shape[0]):
+        if mask[b].any():
+            last = int(np.flatnonzero(mask[b])[-1])
+            alignment[b, last] += previous[b].sum() - alignment[b].sum()
+    return alignment
+
+
+def monotonic_attention(energies, mask, mode, previous=None, mass_preservation=False):
     """Monotonic alignments `[B, Tq, S]` of a sequence of steps from the
     energies `[B, Tq, S]` (the score plus its bias r), starting from
     `previous` (one-hot at position 0 when None): `mode` "parallel" gives the
     expected alignment of `p = sigmoid(e)`, "hard" the test-time process.
-    Masked positions are never stopped at."""
+    Masked positions are never stopped at. With `mass_preservation`, what
+    stops nowhere stops at the last unmasked position (`preserve_mass`)."""
     batch, steps, length = energies.shape
     mask = np.broadcast_to(mask, (batch, length))
     if previous is None:
@@ -146,8 +159,11 @@ def monotonic_attention(energies, mask, mode, previous=None):
     alignments = []
     for i in range(steps):
         if mode == "hard":
-            previous = monotonic_hard_alignment(energies[:, i], previous, mask)
+            alignment = monotonic_hard_alignment(energies[:, i], previous, mask)
         else:
-            previous = monotonic_expected_alignment(sigmoid(energies[:, i]) * mask, previous)
+            alignment = monotonic_expected_alignment(sigmoid(energies[:, i]) * mask, previous)
+        if mass_preservation:
+            alignment = preserve_mass(alignment, previous, mask)
+        previous = alignment
         alignments.append(previous)
     return np.stack(alignments, axis=1)

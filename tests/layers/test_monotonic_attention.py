@@ -60,16 +60,20 @@ def inputs():
     return query, value, lengths_to_mask([7, 4, 0], 7)  # the last row fully masked
 
 
+@pytest.mark.parametrize("mass_preservation", [False, True])
 @pytest.mark.parametrize("mode", ["parallel", "hard"])
 @pytest.mark.parametrize("kind", ["bahdanau", "luong"])
-def test_matches_the_papers_formula(kind, mode):
+def test_matches_the_papers_formula(kind, mode, mass_preservation):
     query, value, value_mask = inputs()
-    layer = make(kind, mode=mode)
+    layer = make(kind, mode=mode, mass_preservation=mass_preservation)
     layer.build(query.shape, value.shape)
     set_weights(layer)
     context, alignment = layer(query, value, value_mask=value_mask, return_attention_scores=True)
     expected = monotonic_attention(
-        energies(kind, layer, query, value, score_bias=SCORE_BIAS), value_mask, mode
+        energies(kind, layer, query, value, score_bias=SCORE_BIAS),
+        value_mask,
+        mode,
+        mass_preservation=mass_preservation,
     )
     alignment = to_numpy(alignment)
     np.testing.assert_allclose(alignment, expected, rtol=1e-5, atol=1e-6)
@@ -77,6 +81,9 @@ def test_matches_the_papers_formula(kind, mode):
     assert np.all(alignment[~np.broadcast_to(value_mask[:, None], alignment.shape)] == 0)
     assert np.all(alignment[2] == 0), "a fully masked row got weight"
     assert np.any(alignment[:2] > 0) and np.any(alignment[:2, 1:, 1:] > 0)
+    if mass_preservation:
+        # Every step of a row with memory stops somewhere, at the latest at its end.
+        np.testing.assert_allclose(alignment[:2].sum(-1), 1.0, atol=1e-5)
 
 
 @pytest.mark.parametrize("mode", ["parallel", "hard"])
@@ -285,13 +292,18 @@ def test_common_layer_checks(kind, tmp_path):
 
 
 def test_config_round_trip_keeps_the_monotonic_arguments():
-    layer = make("bahdanau", mode="hard", sigmoid_noise=0.5, sigmoid_noise_seed=4, score_bias_init=-4.0)
+    layer = make(
+        "bahdanau", mode="hard", sigmoid_noise=0.5, sigmoid_noise_seed=4, score_bias_init=-4.0,
+        mass_preservation=True,
+    )
     config = layer.get_config()
-    assert {k: config[k] for k in ("mode", "sigmoid_noise", "sigmoid_noise_seed", "score_bias_init")} == {
+    names = ("mode", "sigmoid_noise", "sigmoid_noise_seed", "score_bias_init", "mass_preservation")
+    assert {k: config[k] for k in names} == {
         "mode": "hard",
         "sigmoid_noise": 0.5,
         "sigmoid_noise_seed": 4,
         "score_bias_init": -4.0,
+        "mass_preservation": True,
     }
     clone = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
     assert type(clone) is BahdanauMonotonicAttention and clone.get_config() == config
@@ -307,6 +319,7 @@ def test_config_round_trip_keeps_the_monotonic_arguments():
         ({"sigmoid_noise": -1.0}, "sigmoid_noise"),
         ({"sigmoid_noise": True}, "sigmoid_noise"),
         ({"score_bias_init": "minus four"}, "score_bias_init"),
+        ({"mass_preservation": 1}, "mass_preservation"),
         ({"probability_fn": "sparsemax"}, "probability_fn"),
     ],
 )
