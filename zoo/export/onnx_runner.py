@@ -274,6 +274,7 @@ class DecodeResult(NamedTuple):
     beam_lengths: Any = None
     beam_scores: Any = None
     beam_penalized_scores: Any = None
+    beam_finished: Any = None
 
 
 def max_decoding_steps(model, source_length, max_length=None, max_length_ratio=1.5, max_length_offset=10):
@@ -412,8 +413,9 @@ def beam_search(
     store of `beam_width` finished ones ranked by the GNMT score (length
     penalty `((5 + |Y|) / 6) ** length_penalty`, coverage penalty over the
     non-PAD positions of a token source, every position of an image), the
-    `"early"` or `"exact"` stopping rule, done examples frozen, and the
-    n-best list filled with live hypotheses where fewer have finished. Ties
+    `"early"` or `"exact"` stopping rule, done examples frozen (their live
+    hypotheses kept, not expanded), and the n-best list filled with those
+    live hypotheses where fewer have finished (`beam_finished`). Ties
     go to the lower index, as `keras.ops.top_k` breaks them.
 
     Args:
@@ -448,6 +450,9 @@ def beam_search(
     # live, so the first expansion yields K distinct tokens.
     alive = np.full((batch, width), NEG_INF, "float32")
     alive[:, 0] = 0.0
+    # Each live hypothesis' length: the step count, frozen when its example
+    # is done.
+    alive_lengths = np.zeros((batch, width), "int32")
     # Each live hypothesis' attention summed over its steps, for the
     # coverage penalty only.
     coverage = np.zeros((batch, width, source_width), "float32") if coverage_penalty else None
@@ -462,9 +467,12 @@ def beam_search(
     while step < limit and not done.all():
         logits, state, attention = model.decode_step(tokens, state, step)
         groups = len(examples)
+        # A done example's live hypotheses are kept, not expanded.
+        was_done = done[examples]
+        expandable = np.where(was_done[:, None], np.float32(NEG_INF), alive[examples])
         log_probs = log_softmax(np.asarray(logits, "float32"))
         vocabulary = log_probs.shape[-1]
-        totals = alive[examples, :, None] + log_probs.reshape(groups, width, vocabulary)
+        totals = expandable[:, :, None] + log_probs.reshape(groups, width, vocabulary)
         top_scores, top = _top_k(totals.reshape(groups, width * vocabulary), width)
         parents, token = np.divmod(top, vocabulary)
         origin = (np.arange(groups)[:, None] * width + parents).reshape(-1)
@@ -480,7 +488,7 @@ def beam_search(
             step_coverage = np.take_along_axis(
                 coverage[examples] + attention, parents[:, :, None], axis=1
             )
-            coverage[examples] = step_coverage
+            coverage[examples] = np.where(was_done[:, None, None], coverage[examples], step_coverage)
 
         length = step + 1
         live = top_scores > NEG_INF / 2
@@ -492,17 +500,20 @@ def beam_search(
         done[examples] |= _examples_done(
             step_alive, store.keys[examples], scorer, length, limit, stopping == "early"
         )
-        # A done example is frozen: no live beam, so nothing more enters.
-        step_alive[done[examples]] = NEG_INF
-        alive[examples] = step_alive
-        tokens = np.where(step_alive > NEG_INF / 2, token, model.pad_id).reshape(-1).astype("int32")
+        # A done example is frozen: its live hypotheses stay as they were at
+        # the step it was done (they fill its n-best list), and no token of
+        # it is fed on.
+        alive[examples] = np.where(was_done[:, None], alive[examples], step_alive)
+        alive_lengths[examples] = np.where(was_done[:, None], alive_lengths[examples], length)
+        fed = (alive[examples] > NEG_INF / 2) & ~done[examples][:, None]
+        tokens = np.where(fed, token, model.pad_id).reshape(-1).astype("int32")
         step += 1
         not_done = ~done[examples]
         if _worth_dropping(not_done):
             rows = np.repeat(not_done, width)
             state = _keep_rows(state, rows)
             examples, tokens = examples[not_done], tokens[rows]
-    return _beam_result(history, store, alive, coverage, scorer, step, model.pad_id)
+    return _beam_result(history, store, alive, alive_lengths, coverage, scorer, step, model.pad_id)
 
 
 def _check_beam_arguments(beam_width, length_penalty, coverage_penalty, stopping):
@@ -666,12 +677,12 @@ def _examples_done(alive, finished_keys, scorer, length, limit, early):
     return done
 
 
-def _beam_result(history, store, alive, coverage, scorer, num_steps, pad_id):
+def _beam_result(history, store, alive, alive_lengths, coverage, scorer, num_steps, pad_id):
     """The n-best list: finished hypotheses by penalised score, then live
-    ones (cut by the step limit) to fill it; its first entry is the result."""
+    ones (as the example stopped) to fill it; its first entry is the result."""
     batch, width = alive.shape
     alive_valid = alive > NEG_INF / 2
-    alive_keys = np.where(alive_valid, scorer(alive, num_steps, coverage), np.float32(NEG_INF))
+    alive_keys = np.where(alive_valid, scorer(alive, alive_lengths, coverage), np.float32(NEG_INF))
     num_finished = np.sum(store.keys > NEG_INF / 2, axis=1, keepdims=True)
     _, alive_order = _top_k(alive_keys, width)
     rank = np.arange(width)[None, :]
@@ -680,9 +691,9 @@ def _beam_result(history, store, alive, coverage, scorer, num_steps, pad_id):
 
     keys = _pick(store.keys, alive_keys, slot)
     valid = keys > NEG_INF / 2
-    alive_lengths = np.full((batch, width), num_steps, "int32")
     lengths = np.where(valid, _pick(store.lengths, alive_lengths, slot), 0)
-    # A live hypothesis ends in its beam at the last step.
+    # A live hypothesis ends in its beam at its last step: a done example's
+    # beams are not reordered after it.
     beams = _pick(store.beams, _beam_indices(batch, width), slot)
     tokens, attention = _backtrack(history, beams, lengths, pad_id)
     scores = np.where(valid, _pick(store.scores, alive, slot), np.float32(NEG_INF))
@@ -699,6 +710,7 @@ def _beam_result(history, store, alive, coverage, scorer, num_steps, pad_id):
         beam_lengths=lengths.astype("int32"),
         beam_scores=scores,
         beam_penalized_scores=keys,
+        beam_finished=finished,
     )
 
 
@@ -1281,12 +1293,14 @@ DEFAULT_SEARCH = {"beam": 1, "length_penalty": 0.6, "coverage_penalty": 0.0, "st
 
 @dataclass
 class Hypothesis:
-    """One entry of an n-best list: `text`, `score` (log P(Y|X)) and
-    `penalized_score` (what the beam ranked it by)."""
+    """One entry of an n-best list: `text`, `score` (log P(Y|X)),
+    `penalized_score` (what the beam ranked it by) and `finished` (False for
+    an unfinished hypothesis that fills the list; `beam_finished`)."""
 
     text: str
     score: float
     penalized_score: float
+    finished: bool = True
 
 
 @dataclass
@@ -1367,6 +1381,7 @@ def _join_parts(parts):
                     text=" ".join(h.text for h in entries if h.text),
                     score=sum(h.score for h in entries),
                     penalized_score=sum(h.penalized_score for h in entries),
+                    finished=all(h.finished for h in entries),
                 )
             )
     return Translation(
@@ -1439,12 +1454,15 @@ class _Server:
         )
 
     def n_best_lists(self, result, rows, n_best, tokens, scores):
-        """Per row, up to `n_best` `(tokens, score, penalized_score)`."""
+        """Per row, up to `n_best` `(tokens, score, penalized_score,
+        finished)`."""
         if not n_best:
             return None
         eos, pad = self.model.eos_id, self.model.pad_id
         if result.beam_tokens is None:  # greedy: its one hypothesis
-            return [[(t, float(s), float(s))] for t, s in zip(tokens, scores)]
+            return [
+                [(t, float(s), float(s), bool(f))] for t, s, f in zip(tokens, scores, result.finished)
+            ]
         beam_tokens = decode_to_lists(result.beam_tokens, eos, pad)
         return [
             [
@@ -1452,6 +1470,7 @@ class _Server:
                     beam_tokens[row][k],
                     float(result.beam_scores[row, k]),
                     float(result.beam_penalized_scores[row, k]),
+                    bool(result.beam_finished[row, k]),
                 )
                 for k in range(n_best)
                 if result.beam_lengths[row, k] > 0  # an unused slot: the beam held fewer
@@ -1573,7 +1592,7 @@ class Translator(_Server):
                     score=float(result.scores[i]),
                     n_best=None
                     if lists is None
-                    else [Hypothesis(decode(t), s, p) for t, s, p in lists[i]],
+                    else [Hypothesis(decode(t), s, p, f) for t, s, p, f in lists[i]],
                     cut_parts=int(cut),
                 )
             )
@@ -1631,7 +1650,10 @@ class Captioner(_Server):
                         score=float(result.scores[k]),
                         n_best=None
                         if lists is None
-                        else [Hypothesis(self.tokenizer.decode(t), s, p) for t, s, p in lists[k]],
+                        else [
+                            Hypothesis(self.tokenizer.decode(t), s, p, f)
+                            for t, s, p, f in lists[k]
+                        ],
                     )
                 )
             if progress is not None:
@@ -1866,7 +1888,8 @@ def _length_note(sentence, translation, limit):
 
 def _n_best_lines(index, entries):
     return "".join(
-        f"{index} ||| {h.text} ||| log_prob= {h.score:.4f} ||| {h.penalized_score:.4f}\n"
+        f"{index} ||| {h.text} ||| log_prob= {h.score:.4f} finished= {int(h.finished)} "
+        f"||| {h.penalized_score:.4f}\n"
         for h in entries
     )
 

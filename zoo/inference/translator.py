@@ -28,11 +28,15 @@ class Hypothesis:
         score: log-probability of the translation, log P(Y | X).
         penalized_score: the score the beam ranked it by (GNMT's
             `log P / lp(Y) + cp`; equal to `score` for greedy search).
+        finished: whether it ended with EOS; False for a hypothesis the
+            beam still held unfinished when the search stopped, which fills
+            a list where fewer than K finished (`DecodeResult.beam_finished`).
     """
 
     text: str
     score: float
     penalized_score: float
+    finished: bool = True
 
 
 @dataclass
@@ -108,6 +112,7 @@ def _join_parts(parts):
                     text=" ".join(h.text for h in entries if h.text),
                     score=sum(h.score for h in entries),
                     penalized_score=sum(h.penalized_score for h in entries),
+                    finished=all(h.finished for h in entries),
                 )
             )
     return Translation(
@@ -170,7 +175,8 @@ class Translator(SearchCache):
     ):
         """Decodes one batch: `(tokens, attention, scores, n_best)`, where
         `n_best` holds, per row, up to `n_best` `(tokens, score,
-        penalized_score)` of the beam, best first (None when not asked)."""
+        penalized_score, finished)` of the beam, best first (None when not
+        asked)."""
         longest = max(len(s) for s in source_ids)
         width = _padded(longest)
         source = np.zeros((len(source_ids), width), "int32")
@@ -182,15 +188,22 @@ class Translator(SearchCache):
         scores = keras.ops.convert_to_numpy(result.scores)
         lists = None
         if n_best and result.beam_tokens is None:  # greedy: its one hypothesis
-            lists = [[(t, float(s), float(s))] for t, s in zip(tokens, scores)]
+            finished = keras.ops.convert_to_numpy(result.finished)
+            lists = [[(t, float(s), float(s), bool(f))] for t, s, f in zip(tokens, scores, finished)]
         elif n_best:
             beam_tokens = decoding.decode_to_lists(result.beam_tokens, eos, pad)
             lengths = keras.ops.convert_to_numpy(result.beam_lengths)
             beam_scores = keras.ops.convert_to_numpy(result.beam_scores)
             penalized = keras.ops.convert_to_numpy(result.beam_penalized_scores)
+            finished = keras.ops.convert_to_numpy(result.beam_finished)
             lists = [
                 [
-                    (beam_tokens[row][k], float(beam_scores[row, k]), float(penalized[row, k]))
+                    (
+                        beam_tokens[row][k],
+                        float(beam_scores[row, k]),
+                        float(penalized[row, k]),
+                        bool(finished[row, k]),
+                    )
                     for k in range(n_best)
                     if lengths[row, k] > 0  # an unused slot: the beam held fewer
                 ]
@@ -265,7 +278,10 @@ class Translator(SearchCache):
                     score=float(scores[i]),
                     n_best=None
                     if lists is None
-                    else [Hypothesis(self.target_tokenizer.decode(t), s, p) for t, s, p in lists[i]],
+                    else [
+                        Hypothesis(self.target_tokenizer.decode(t), s, p, f)
+                        for t, s, p, f in lists[i]
+                    ],
                     cut_parts=int(cut),
                 )
                 remaining[row] -= 1
