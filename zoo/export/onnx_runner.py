@@ -1315,7 +1315,8 @@ class Translation:
             the attention of each produced piece over the source pieces.
         score: log P(Y | X).
         n_best: the `Hypothesis` list, best first, when asked for.
-        parts: how many sentences an over-long source was translated as.
+        parts: how many sentences an over-long source was translated as
+            (with more than 1, `alignment` is a `BlockAlignment`).
         cut_parts: how many of those parts were still too long, and cut.
     """
 
@@ -1357,20 +1358,41 @@ def _padded(width):
     return -(-width // SOURCE_WIDTH_MULTIPLE) * SOURCE_WIDTH_MULTIPLE
 
 
+class BlockAlignment:
+    """`zoo.evaluation.alignment.BlockAlignment`: a block-diagonal alignment
+    kept as its blocks (the parts' own), so that its memory grows with the
+    line, not with its square; `np.asarray` makes it dense."""
+
+    def __init__(self, blocks):
+        self.blocks = [np.asarray(block) for block in blocks]
+
+    @property
+    def shape(self):
+        return tuple(int(sum(block.shape[axis] for block in self.blocks)) for axis in (0, 1))
+
+    @property
+    def nbytes(self):
+        return sum(block.nbytes for block in self.blocks)
+
+    def placed(self):
+        """Yields `(first row, first column, block)` along the diagonal."""
+        row = column = 0
+        for block in self.blocks:
+            yield row, column, block
+            row, column = row + block.shape[0], column + block.shape[1]
+
+    def __array__(self, dtype=None, copy=None):
+        dense = np.zeros(self.shape, dtype or np.result_type(*self.blocks, np.float32))
+        for row, column, block in self.placed():
+            dense[row : row + block.shape[0], column : column + block.shape[1]] = block
+        return dense
+
+
 def _join_parts(parts):
     """One `Translation` of the translations of a source's parts, in order
     (`zoo.inference.translator._join_parts`)."""
     if len(parts) == 1:
         return parts[0]
-    alignment = np.zeros(
-        (sum(len(p.target_pieces) for p in parts), sum(len(p.source_pieces) for p in parts)),
-        "float32",
-    )
-    row = column = 0
-    for part in parts:
-        rows, columns = part.alignment.shape
-        alignment[row : row + rows, column : column + columns] = part.alignment
-        row, column = row + rows, column + columns
     n_best = None
     if parts[0].n_best is not None:
         n_best = []
@@ -1388,7 +1410,7 @@ def _join_parts(parts):
         text=" ".join(p.text for p in parts if p.text),
         source_pieces=[piece for p in parts for piece in p.source_pieces],
         target_pieces=[piece for p in parts for piece in p.target_pieces],
-        alignment=alignment,
+        alignment=BlockAlignment(p.alignment for p in parts),
         score=sum(p.score for p in parts),
         n_best=n_best,
         parts=len(parts),
@@ -1722,17 +1744,34 @@ def pharaoh_alignment(translation):
     """The word alignment of a `Translation`: `"0-0 1-2 ..."` (source-target)."""
     source_words = piece_words(translation.source_pieces)
     target_words = piece_words(translation.target_pieces)
+    attention = translation.alignment
+    if not isinstance(attention, BlockAlignment):
+        links = _peak_links(attention, source_words, target_words)
+    else:
+        # Attention is never negative, so a row's peak lies in its own block
+        # whenever the row attends to a word at all: block by block is exact.
+        links = set()
+        for row, column, block in attention.placed():
+            rows, columns = block.shape
+            links |= _peak_links(
+                block, source_words[column : column + columns], target_words[row : row + rows]
+            )
+    return " ".join(f"{s}-{t}" for s, t in sorted(links))
+
+
+def _peak_links(attention, source_words, target_words):
+    """`zoo.evaluation.alignment.peak_links`, as a set of links."""
     usable = np.array([w is not None for w in source_words], bool)
     if not usable.any():
-        return ""
-    attention = np.asarray(translation.alignment, "float64")
+        return set()
+    attention = np.asarray(attention, "float64")
     masked = np.where(usable[None, :], attention, -np.inf)
     attended = np.where(usable[None, :], attention, 0.0).any(axis=1)
     links = set()
     for piece, word in enumerate(target_words):
         if word is not None and attended[piece]:
             links.add((source_words[int(np.argmax(masked[piece]))], word))
-    return " ".join(f"{s}-{t}" for s, t in sorted(links))
+    return links
 
 
 # --- the command line ------------------------------------------------------------

@@ -55,8 +55,9 @@ class Translation:
         parts: how many sentences the source was translated as: more than
             1 when it was longer than the model's limit and split at
             sentence ends (the fields above then join the parts' own: texts
-            joined by a space, pieces concatenated, the alignment a block
-            diagonal, scores summed).
+            joined by a space, pieces concatenated, scores summed, and the
+            alignment a `zoo.evaluation.alignment.BlockAlignment` of the
+            parts' own, which `np.asarray` makes dense).
         cut_parts: how many of those parts were still longer than the
             limit and cut after its last piece.
     """
@@ -91,15 +92,6 @@ def _join_parts(parts):
     """One `Translation` of the translations of a source's parts, in order."""
     if len(parts) == 1:
         return parts[0]
-    alignment = np.zeros(
-        (sum(len(p.target_pieces) for p in parts), sum(len(p.source_pieces) for p in parts)),
-        "float32",
-    )
-    row = column = 0
-    for part in parts:
-        rows, columns = part.alignment.shape
-        alignment[row : row + rows, column : column + columns] = part.alignment
-        row, column = row + rows, column + columns
     n_best = None
     if parts[0].n_best is not None:
         # The k-th entry joins each part's k-th best (its last, where its
@@ -119,7 +111,7 @@ def _join_parts(parts):
         text=" ".join(p.text for p in parts if p.text),
         source_pieces=[piece for p in parts for piece in p.source_pieces],
         target_pieces=[piece for p in parts for piece in p.target_pieces],
-        alignment=alignment,
+        alignment=word_alignment.BlockAlignment(p.alignment for p in parts),
         score=sum(p.score for p in parts),
         n_best=n_best,
         parts=len(parts),
