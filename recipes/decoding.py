@@ -82,12 +82,15 @@ class DecodeResult(NamedTuple):
             `log P(Y|X) / lp(Y) + cp(X; Y)` that chose the hypothesis.
         beam_tokens: beam search only: int32 `[B, K, L]`, the n-best list,
             best first: finished hypotheses by penalised score, then (only to
-            fill the list) unfinished ones cut by the step limit. Unused slots
-            hold PAD.
+            fill the list) the unfinished ones that the beam held when the
+            example stopped (at the step limit or by the stopping rule), by
+            penalised score. Unused slots hold PAD.
         beam_lengths: beam search only: int32 `[B, K]` (0 for unused slots).
         beam_scores: beam search only: float32 `[B, K]`, log P(Y|X) of each
             entry (NEG_INF for unused slots).
         beam_penalized_scores: beam search only: float32 `[B, K]`.
+        beam_finished: beam search only: bool `[B, K]`, whether each entry
+            ended with EOS (False for the unfinished ones and unused slots).
     """
 
     tokens: Any
@@ -101,6 +104,7 @@ class DecodeResult(NamedTuple):
     beam_lengths: Any = None
     beam_scores: Any = None
     beam_penalized_scores: Any = None
+    beam_finished: Any = None
 
 
 def max_decoding_steps(
@@ -258,7 +262,8 @@ def beam_search(
     are frozen, and its live slot is refilled by the other beams' candidates.
 
     When an example is done is set by `stopping`; a done example's search
-    is frozen, so its result does not depend on the rest of the batch, and
+    is frozen (its live hypotheses are kept as they are, no longer
+    expanded), so its result does not depend on the rest of the batch, and
     the loop ends when every example is done or at the step limit. Both
     rules bound what a live hypothesis (log-probability `s`, length `t`) can
     still reach: log-probabilities only fall and `cp <= 0`, so the bounds
@@ -282,7 +287,11 @@ def beam_search(
       hypothesis beating `s` implies the best one does.
 
     The chosen hypothesis is the best finished one by `s(Y, X)`, or, for an
-    example with none, the best live one at the limit.
+    example with none, the best live one at the limit. The n-best list holds
+    the finished ones, then the live ones at the example's last step to fill
+    it (as OpenNMT-py's does at the limit), marked in `beam_finished`: a
+    beam of K always gives K entries, since every candidate that finished at
+    the last step entered the finished store.
 
     With `beam_width=1` (and no penalties) this is exactly `greedy_search`:
     same tokens, same scores.
@@ -372,6 +381,9 @@ def _beam_start(model, source, state, limit, cache_steps, settings):
     # has the timings of both versions).
     search = {
         "alive_scores": ops.reshape(ops.zeros((batch, width), "float32") + first, flat),
+        # Each live hypothesis' length: the step count, frozen when its
+        # example is done.
+        "alive_lengths": ops.zeros(flat, "int32"),
         "history": {
             "tokens": ops.zeros((limit, batch * width), "int32"),
             "parents": ops.zeros((limit, batch * width), "int32"),
@@ -460,9 +472,12 @@ class _BeamUpdate:
 
     def __call__(self, step, logits, attention, state, search):
         batch, width = self.batch, self.width
+        # A done example's live hypotheses are kept, not expanded.
+        was_done = ops.repeat(search["done"], width)  # [B*K]
+        expandable = ops.where(was_done, NEG_INF, search["alive_scores"])
         log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
         vocabulary = ops.shape(log_probs)[-1]
-        totals = ops.expand_dims(search["alive_scores"], -1) + log_probs
+        totals = ops.expand_dims(expandable, -1) + log_probs
         totals = ops.reshape(totals, (batch, width * vocabulary))
         top_scores, top = ops.top_k(totals, width)  # [B, K], best first
         top = ops.cast(top, "int32")
@@ -490,6 +505,9 @@ class _BeamUpdate:
         if "alive_coverage" in search:
             alive_coverage = reorder(search["alive_coverage"]) + reorder(
                 ops.cast(attention, "float32")
+            )
+            alive_coverage = ops.where(
+                ops.expand_dims(was_done, -1), search["alive_coverage"], alive_coverage
             )
 
         length = step + 1
@@ -540,16 +558,18 @@ class _BeamUpdate:
                 ),
             )
         done = ops.logical_or(search["done"], done)
-        # A done example is frozen: no live beam, so nothing more enters.
-        alive_scores = ops.where(ops.expand_dims(done, -1), NEG_INF, alive_scores)
-        new_search.update({"alive_scores": ops.reshape(alive_scores, (-1,)), "done": done})
+        # A done example is frozen: its live hypotheses stay as they were at
+        # the step it was done (they fill its n-best list), and no token of
+        # it is fed on.
+        alive_scores = ops.where(was_done, search["alive_scores"], ops.reshape(alive_scores, (-1,)))
+        alive_lengths = ops.where(was_done, search["alive_lengths"], length)
+        new_search.update(
+            {"alive_scores": alive_scores, "alive_lengths": alive_lengths, "done": done}
+        )
         if alive_coverage is not None:
             new_search["alive_coverage"] = alive_coverage
-        next_tokens = ops.where(
-            ops.reshape(alive_scores > NEG_INF / 2, (-1,)),
-            ops.reshape(token, (-1,)),
-            self.model.pad_id,
-        )
+        fed = ops.logical_and(alive_scores > NEG_INF / 2, ops.logical_not(ops.repeat(done, width)))
+        next_tokens = ops.where(fed, ops.reshape(token, (-1,)), self.model.pad_id)
         return next_tokens, state, new_search
 
 
@@ -766,14 +786,17 @@ def _gather_parts(parts, batch, num_steps):
 
 def _beam_result(search, num_steps, settings, coverage_mask, pad_id):
     """The n-best list: finished hypotheses by penalised score, then live
-    ones (cut by the step limit) to fill it; its first entry is the result."""
+    ones (as the example stopped) to fill it; its first entry is the result."""
     width = settings.width
     batch = ops.shape(search["done"])[0]
     limit = ops.shape(search["history"]["tokens"])[0]
     scorer = _GnmtScorer(settings.alpha, settings.beta, coverage_mask, batch, width)
     alive_scores = ops.reshape(search["alive_scores"], (batch, width))
     alive_valid = alive_scores > NEG_INF / 2
-    alive_keys = scorer(alive_scores, num_steps, search.get("alive_coverage"))
+    alive_lengths = search["alive_lengths"]
+    alive_keys = scorer(
+        alive_scores, ops.reshape(alive_lengths, (batch, width)), search.get("alive_coverage")
+    )
     alive_keys = ops.where(alive_valid, alive_keys, NEG_INF)
     finished_keys = ops.reshape(search["finished_penalized"], (batch, width))
     num_finished = ops.sum(ops.cast(finished_keys > NEG_INF / 2, "int32"), axis=1, keepdims=True)
@@ -793,9 +816,9 @@ def _beam_result(search, num_steps, settings, coverage_mask, pad_id):
 
     keys = pick(search["finished_penalized"], ops.reshape(alive_keys, (-1,)))
     valid = keys > NEG_INF / 2
-    alive_lengths = ops.full((batch * width,), 1, "int32") * num_steps
     lengths = ops.where(valid, pick(search["finished_lengths"], alive_lengths), 0)
-    # A live hypothesis' last row is its slot at the last step.
+    # A live hypothesis' last row is its slot at its last step: a done
+    # example's slots are not reordered after it.
     rows = pick(search["finished_rows"], ops.arange(batch * width, dtype="int32"))
     tokens, attention = _backtrack(search["history"], rows, lengths, batch, width, limit, pad_id)
     log_probs = ops.where(valid, pick(search["finished_scores"], search["alive_scores"]), NEG_INF)
@@ -819,6 +842,7 @@ def _beam_result(search, num_steps, settings, coverage_mask, pad_id):
         beam_lengths=lengths,
         beam_scores=log_probs,
         beam_penalized_scores=keys,
+        beam_finished=finished,
     )
 
 

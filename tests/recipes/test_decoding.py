@@ -411,6 +411,25 @@ def test_beam_search_stops_early_and_pads_after_the_end():
         assert not result.attention[i, :, n:].any()
 
 
+@pytest.mark.parametrize("stopping", ["early", "exact"])
+def test_the_n_best_list_is_filled_with_the_unfinished_hypotheses_of_a_done_beam(stopping):
+    # [EOS] (0.9) finishes at step 0 and no live hypothesis can beat it: the
+    # search stops there with one finished hypothesis, and the two live ones
+    # it held, [1] and [4], fill the list of three, marked unfinished.
+    params = table_params({(0, BOS): {EOS: 0.9, 1: 0.05, 4: 0.03}})
+    model, source = ToyTranslator(params), padded([[5, 6]])
+    options = dict(max_length=6, stopping=stopping)
+    whole = to_numpy(beam_search(model, source, 3, **options))
+    assert whole.num_steps == 1
+    assert decode_to_lists(whole.beam_tokens, include_eos=True) == [[[EOS], [1], [4]]]
+    np.testing.assert_array_equal(whole.beam_lengths, [[1, 1, 1]])
+    np.testing.assert_array_equal(whole.beam_finished, [[True, False, False]])
+    np.testing.assert_allclose(whole.beam_scores, np.log([[0.9, 0.05, 0.03]]), rtol=1e-5)
+    assert decode_to_lists(whole, include_eos=True) == [[EOS]] and whole.finished.all()
+    chunked = ChunkedBeamSearch(model, 3, chunk_steps=1, **options)(source)
+    assert_same_search(chunked, whole)
+
+
 def test_beam_search_on_a_padded_batch_matches_one_example_at_a_time():
     params = random_params(seed=3)
     model = ToyTranslator(params)
@@ -524,7 +543,8 @@ def test_search_compiles_as_the_translator_compiles_it():
 def assert_same_search(chunked, whole):
     """Two beam searches of one batch agree: tokens, lengths and ends
     exactly, scores and attention up to rounding."""
-    for name in ("tokens", "lengths", "finished", "num_steps", "beam_tokens", "beam_lengths"):
+    exact_fields = ("tokens", "lengths", "finished", "num_steps")
+    for name in exact_fields + ("beam_tokens", "beam_lengths", "beam_finished"):
         np.testing.assert_array_equal(getattr(chunked, name), getattr(whole, name), err_msg=name)
     for name in ("scores", "penalized_scores", "attention", "beam_scores", "beam_penalized_scores"):
         np.testing.assert_allclose(

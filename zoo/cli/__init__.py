@@ -279,7 +279,8 @@ def build_parser():
         type=positive_int,
         metavar="K",
         help="write the K best translations of each line (needs --beam K or more), Moses "
-        "style: 'LINE ||| TRANSLATION ||| log_prob= LOGP ||| SCORE', LINE from 0, best first",
+        "style: 'LINE ||| TRANSLATION ||| log_prob= LOGP finished= F ||| SCORE', LINE from 0, "
+        "best first, F 0 for an unfinished hypothesis that fills the list",
     )
     translate.add_argument(
         "--alignments",

@@ -13,9 +13,11 @@ Output formats:
   sentence is translated as given: an empty one is read as a lone EOS, as
   `Translator.translate` and the exported signature read it.)
 - `--n-best K`: Moses' n-best format, K lines per input line, best first,
-  `LINE ||| TRANSLATION ||| log_prob= LOGP ||| SCORE` where LINE counts
-  input lines from 0, LOGP is log P(translation | source) and SCORE the
-  penalised score the beam ranked by (descending); a blank line has none.
+  `LINE ||| TRANSLATION ||| log_prob= LOGP finished= F ||| SCORE` where LINE
+  counts input lines from 0, LOGP is log P(translation | source), F is 1 for
+  a hypothesis that ended with EOS and 0 for an unfinished one that fills
+  the list, and SCORE the penalised score the beam ranked by (descending);
+  a blank line has none.
 - `--alignments FILE`: Pharaoh format, one line per input line, `i-j` links
   between source word i and target word j of the best translation (0-based;
   words as the tokenizer splits them, punctuation a word of its own); see
@@ -108,7 +110,8 @@ def translate_lines(translator, lines, blank_lines, progress=None, **options):
 
 def format_n_best(index, translation):
     return "".join(
-        f"{index} ||| {h.text} ||| log_prob= {h.score:.4f} ||| {h.penalized_score:.4f}\n"
+        f"{index} ||| {h.text} ||| log_prob= {h.score:.4f} finished= {int(h.finished)} "
+        f"||| {h.penalized_score:.4f}\n"
         for h in translation.n_best
     )
 

@@ -79,6 +79,45 @@ def piece_words(pieces, non_words=NON_WORD_PIECES):
     return words
 
 
+class BlockAlignment:
+    """A block-diagonal attention matrix, kept as its blocks.
+
+    The alignment of a source translated in parts (a line split at sentence
+    ends): each part's target pieces attend only to its own source pieces,
+    so the matrix is zero off its blocks, and keeping the blocks alone makes
+    its memory grow with the line, not with its square. `np.asarray` gives
+    the dense matrix, for a plot of a short line.
+
+    Args:
+        blocks: the parts' float arrays `[target pieces, source pieces]`, in
+            order along the diagonal.
+    """
+
+    def __init__(self, blocks):
+        self.blocks = [np.asarray(block) for block in blocks]
+
+    @property
+    def shape(self):
+        return tuple(int(sum(block.shape[axis] for block in self.blocks)) for axis in (0, 1))
+
+    @property
+    def nbytes(self):
+        return sum(block.nbytes for block in self.blocks)
+
+    def placed(self):
+        """Yields `(first row, first column, block)` along the diagonal."""
+        row = column = 0
+        for block in self.blocks:
+            yield row, column, block
+            row, column = row + block.shape[0], column + block.shape[1]
+
+    def __array__(self, dtype=None, copy=None):
+        dense = np.zeros(self.shape, dtype or np.result_type(*self.blocks, np.float32))
+        for row, column, block in self.placed():
+            dense[row : row + block.shape[0], column : column + block.shape[1]] = block
+        return dense
+
+
 def word_alignment(attention, source_pieces, target_pieces, non_words=NON_WORD_PIECES):
     """Source-target word links from a piece attention matrix.
 
@@ -87,7 +126,8 @@ def word_alignment(attention, source_pieces, target_pieces, non_words=NON_WORD_P
     words), and the link is mapped to the words of both pieces.
 
     Args:
-        attention: float array `[len(target_pieces), len(source_pieces)]`.
+        attention: float array `[len(target_pieces), len(source_pieces)]`,
+            or a `BlockAlignment` of that shape (linked block by block).
         source_pieces, target_pieces: lists of str pieces.
         non_words: see `piece_words`.
 
@@ -102,16 +142,27 @@ def word_alignment(attention, source_pieces, target_pieces, non_words=NON_WORD_P
 
     ("y" peaks on the source EOS, which is no word: its link is to "a".)
     """
-    attention = np.asarray(attention, dtype="float64")
+    if not isinstance(attention, BlockAlignment):
+        attention = np.asarray(attention, dtype="float64")
     expected = (len(target_pieces), len(source_pieces))
     if attention.shape != expected:
         raise ValueError(
             f"`attention` must have shape [target pieces, source pieces] = {expected}. "
             f"Received shape {attention.shape}."
         )
-    return peak_links(
-        attention, piece_words(source_pieces, non_words), piece_words(target_pieces, non_words)
-    )
+    source_words = piece_words(source_pieces, non_words)
+    target_words = piece_words(target_pieces, non_words)
+    if not isinstance(attention, BlockAlignment):
+        return peak_links(attention, source_words, target_words)
+    # Attention is never negative, so a row's peak lies in its own block
+    # whenever the row attends to a word at all: block by block is exact.
+    links = set()
+    for row, column, block in attention.placed():
+        rows, columns = block.shape
+        links.update(
+            peak_links(block, source_words[column : column + columns], target_words[row : row + rows])
+        )
+    return sorted(links)
 
 
 def peak_links(attention, source_words, target_words):

@@ -274,6 +274,7 @@ class DecodeResult(NamedTuple):
     beam_lengths: Any = None
     beam_scores: Any = None
     beam_penalized_scores: Any = None
+    beam_finished: Any = None
 
 
 def max_decoding_steps(model, source_length, max_length=None, max_length_ratio=1.5, max_length_offset=10):
@@ -412,8 +413,9 @@ def beam_search(
     store of `beam_width` finished ones ranked by the GNMT score (length
     penalty `((5 + |Y|) / 6) ** length_penalty`, coverage penalty over the
     non-PAD positions of a token source, every position of an image), the
-    `"early"` or `"exact"` stopping rule, done examples frozen, and the
-    n-best list filled with live hypotheses where fewer have finished. Ties
+    `"early"` or `"exact"` stopping rule, done examples frozen (their live
+    hypotheses kept, not expanded), and the n-best list filled with those
+    live hypotheses where fewer have finished (`beam_finished`). Ties
     go to the lower index, as `keras.ops.top_k` breaks them.
 
     Args:
@@ -448,6 +450,9 @@ def beam_search(
     # live, so the first expansion yields K distinct tokens.
     alive = np.full((batch, width), NEG_INF, "float32")
     alive[:, 0] = 0.0
+    # Each live hypothesis' length: the step count, frozen when its example
+    # is done.
+    alive_lengths = np.zeros((batch, width), "int32")
     # Each live hypothesis' attention summed over its steps, for the
     # coverage penalty only.
     coverage = np.zeros((batch, width, source_width), "float32") if coverage_penalty else None
@@ -462,9 +467,12 @@ def beam_search(
     while step < limit and not done.all():
         logits, state, attention = model.decode_step(tokens, state, step)
         groups = len(examples)
+        # A done example's live hypotheses are kept, not expanded.
+        was_done = done[examples]
+        expandable = np.where(was_done[:, None], np.float32(NEG_INF), alive[examples])
         log_probs = log_softmax(np.asarray(logits, "float32"))
         vocabulary = log_probs.shape[-1]
-        totals = alive[examples, :, None] + log_probs.reshape(groups, width, vocabulary)
+        totals = expandable[:, :, None] + log_probs.reshape(groups, width, vocabulary)
         top_scores, top = _top_k(totals.reshape(groups, width * vocabulary), width)
         parents, token = np.divmod(top, vocabulary)
         origin = (np.arange(groups)[:, None] * width + parents).reshape(-1)
@@ -480,7 +488,7 @@ def beam_search(
             step_coverage = np.take_along_axis(
                 coverage[examples] + attention, parents[:, :, None], axis=1
             )
-            coverage[examples] = step_coverage
+            coverage[examples] = np.where(was_done[:, None, None], coverage[examples], step_coverage)
 
         length = step + 1
         live = top_scores > NEG_INF / 2
@@ -492,17 +500,20 @@ def beam_search(
         done[examples] |= _examples_done(
             step_alive, store.keys[examples], scorer, length, limit, stopping == "early"
         )
-        # A done example is frozen: no live beam, so nothing more enters.
-        step_alive[done[examples]] = NEG_INF
-        alive[examples] = step_alive
-        tokens = np.where(step_alive > NEG_INF / 2, token, model.pad_id).reshape(-1).astype("int32")
+        # A done example is frozen: its live hypotheses stay as they were at
+        # the step it was done (they fill its n-best list), and no token of
+        # it is fed on.
+        alive[examples] = np.where(was_done[:, None], alive[examples], step_alive)
+        alive_lengths[examples] = np.where(was_done[:, None], alive_lengths[examples], length)
+        fed = (alive[examples] > NEG_INF / 2) & ~done[examples][:, None]
+        tokens = np.where(fed, token, model.pad_id).reshape(-1).astype("int32")
         step += 1
         not_done = ~done[examples]
         if _worth_dropping(not_done):
             rows = np.repeat(not_done, width)
             state = _keep_rows(state, rows)
             examples, tokens = examples[not_done], tokens[rows]
-    return _beam_result(history, store, alive, coverage, scorer, step, model.pad_id)
+    return _beam_result(history, store, alive, alive_lengths, coverage, scorer, step, model.pad_id)
 
 
 def _check_beam_arguments(beam_width, length_penalty, coverage_penalty, stopping):
@@ -666,12 +677,12 @@ def _examples_done(alive, finished_keys, scorer, length, limit, early):
     return done
 
 
-def _beam_result(history, store, alive, coverage, scorer, num_steps, pad_id):
+def _beam_result(history, store, alive, alive_lengths, coverage, scorer, num_steps, pad_id):
     """The n-best list: finished hypotheses by penalised score, then live
-    ones (cut by the step limit) to fill it; its first entry is the result."""
+    ones (as the example stopped) to fill it; its first entry is the result."""
     batch, width = alive.shape
     alive_valid = alive > NEG_INF / 2
-    alive_keys = np.where(alive_valid, scorer(alive, num_steps, coverage), np.float32(NEG_INF))
+    alive_keys = np.where(alive_valid, scorer(alive, alive_lengths, coverage), np.float32(NEG_INF))
     num_finished = np.sum(store.keys > NEG_INF / 2, axis=1, keepdims=True)
     _, alive_order = _top_k(alive_keys, width)
     rank = np.arange(width)[None, :]
@@ -680,9 +691,9 @@ def _beam_result(history, store, alive, coverage, scorer, num_steps, pad_id):
 
     keys = _pick(store.keys, alive_keys, slot)
     valid = keys > NEG_INF / 2
-    alive_lengths = np.full((batch, width), num_steps, "int32")
     lengths = np.where(valid, _pick(store.lengths, alive_lengths, slot), 0)
-    # A live hypothesis ends in its beam at the last step.
+    # A live hypothesis ends in its beam at its last step: a done example's
+    # beams are not reordered after it.
     beams = _pick(store.beams, _beam_indices(batch, width), slot)
     tokens, attention = _backtrack(history, beams, lengths, pad_id)
     scores = np.where(valid, _pick(store.scores, alive, slot), np.float32(NEG_INF))
@@ -699,6 +710,7 @@ def _beam_result(history, store, alive, coverage, scorer, num_steps, pad_id):
         beam_lengths=lengths.astype("int32"),
         beam_scores=scores,
         beam_penalized_scores=keys,
+        beam_finished=finished,
     )
 
 
@@ -1281,12 +1293,14 @@ DEFAULT_SEARCH = {"beam": 1, "length_penalty": 0.6, "coverage_penalty": 0.0, "st
 
 @dataclass
 class Hypothesis:
-    """One entry of an n-best list: `text`, `score` (log P(Y|X)) and
-    `penalized_score` (what the beam ranked it by)."""
+    """One entry of an n-best list: `text`, `score` (log P(Y|X)),
+    `penalized_score` (what the beam ranked it by) and `finished` (False for
+    an unfinished hypothesis that fills the list; `beam_finished`)."""
 
     text: str
     score: float
     penalized_score: float
+    finished: bool = True
 
 
 @dataclass
@@ -1301,7 +1315,8 @@ class Translation:
             the attention of each produced piece over the source pieces.
         score: log P(Y | X).
         n_best: the `Hypothesis` list, best first, when asked for.
-        parts: how many sentences an over-long source was translated as.
+        parts: how many sentences an over-long source was translated as
+            (with more than 1, `alignment` is a `BlockAlignment`).
         cut_parts: how many of those parts were still too long, and cut.
     """
 
@@ -1343,20 +1358,41 @@ def _padded(width):
     return -(-width // SOURCE_WIDTH_MULTIPLE) * SOURCE_WIDTH_MULTIPLE
 
 
+class BlockAlignment:
+    """`zoo.evaluation.alignment.BlockAlignment`: a block-diagonal alignment
+    kept as its blocks (the parts' own), so that its memory grows with the
+    line, not with its square; `np.asarray` makes it dense."""
+
+    def __init__(self, blocks):
+        self.blocks = [np.asarray(block) for block in blocks]
+
+    @property
+    def shape(self):
+        return tuple(int(sum(block.shape[axis] for block in self.blocks)) for axis in (0, 1))
+
+    @property
+    def nbytes(self):
+        return sum(block.nbytes for block in self.blocks)
+
+    def placed(self):
+        """Yields `(first row, first column, block)` along the diagonal."""
+        row = column = 0
+        for block in self.blocks:
+            yield row, column, block
+            row, column = row + block.shape[0], column + block.shape[1]
+
+    def __array__(self, dtype=None, copy=None):
+        dense = np.zeros(self.shape, dtype or np.result_type(*self.blocks, np.float32))
+        for row, column, block in self.placed():
+            dense[row : row + block.shape[0], column : column + block.shape[1]] = block
+        return dense
+
+
 def _join_parts(parts):
     """One `Translation` of the translations of a source's parts, in order
     (`zoo.inference.translator._join_parts`)."""
     if len(parts) == 1:
         return parts[0]
-    alignment = np.zeros(
-        (sum(len(p.target_pieces) for p in parts), sum(len(p.source_pieces) for p in parts)),
-        "float32",
-    )
-    row = column = 0
-    for part in parts:
-        rows, columns = part.alignment.shape
-        alignment[row : row + rows, column : column + columns] = part.alignment
-        row, column = row + rows, column + columns
     n_best = None
     if parts[0].n_best is not None:
         n_best = []
@@ -1367,13 +1403,14 @@ def _join_parts(parts):
                     text=" ".join(h.text for h in entries if h.text),
                     score=sum(h.score for h in entries),
                     penalized_score=sum(h.penalized_score for h in entries),
+                    finished=all(h.finished for h in entries),
                 )
             )
     return Translation(
         text=" ".join(p.text for p in parts if p.text),
         source_pieces=[piece for p in parts for piece in p.source_pieces],
         target_pieces=[piece for p in parts for piece in p.target_pieces],
-        alignment=alignment,
+        alignment=BlockAlignment(p.alignment for p in parts),
         score=sum(p.score for p in parts),
         n_best=n_best,
         parts=len(parts),
@@ -1439,12 +1476,15 @@ class _Server:
         )
 
     def n_best_lists(self, result, rows, n_best, tokens, scores):
-        """Per row, up to `n_best` `(tokens, score, penalized_score)`."""
+        """Per row, up to `n_best` `(tokens, score, penalized_score,
+        finished)`."""
         if not n_best:
             return None
         eos, pad = self.model.eos_id, self.model.pad_id
         if result.beam_tokens is None:  # greedy: its one hypothesis
-            return [[(t, float(s), float(s))] for t, s in zip(tokens, scores)]
+            return [
+                [(t, float(s), float(s), bool(f))] for t, s, f in zip(tokens, scores, result.finished)
+            ]
         beam_tokens = decode_to_lists(result.beam_tokens, eos, pad)
         return [
             [
@@ -1452,6 +1492,7 @@ class _Server:
                     beam_tokens[row][k],
                     float(result.beam_scores[row, k]),
                     float(result.beam_penalized_scores[row, k]),
+                    bool(result.beam_finished[row, k]),
                 )
                 for k in range(n_best)
                 if result.beam_lengths[row, k] > 0  # an unused slot: the beam held fewer
@@ -1573,7 +1614,7 @@ class Translator(_Server):
                     score=float(result.scores[i]),
                     n_best=None
                     if lists is None
-                    else [Hypothesis(decode(t), s, p) for t, s, p in lists[i]],
+                    else [Hypothesis(decode(t), s, p, f) for t, s, p, f in lists[i]],
                     cut_parts=int(cut),
                 )
             )
@@ -1631,7 +1672,10 @@ class Captioner(_Server):
                         score=float(result.scores[k]),
                         n_best=None
                         if lists is None
-                        else [Hypothesis(self.tokenizer.decode(t), s, p) for t, s, p in lists[k]],
+                        else [
+                            Hypothesis(self.tokenizer.decode(t), s, p, f)
+                            for t, s, p, f in lists[k]
+                        ],
                     )
                 )
             if progress is not None:
@@ -1700,17 +1744,34 @@ def pharaoh_alignment(translation):
     """The word alignment of a `Translation`: `"0-0 1-2 ..."` (source-target)."""
     source_words = piece_words(translation.source_pieces)
     target_words = piece_words(translation.target_pieces)
+    attention = translation.alignment
+    if not isinstance(attention, BlockAlignment):
+        links = _peak_links(attention, source_words, target_words)
+    else:
+        # Attention is never negative, so a row's peak lies in its own block
+        # whenever the row attends to a word at all: block by block is exact.
+        links = set()
+        for row, column, block in attention.placed():
+            rows, columns = block.shape
+            links |= _peak_links(
+                block, source_words[column : column + columns], target_words[row : row + rows]
+            )
+    return " ".join(f"{s}-{t}" for s, t in sorted(links))
+
+
+def _peak_links(attention, source_words, target_words):
+    """`zoo.evaluation.alignment.peak_links`, as a set of links."""
     usable = np.array([w is not None for w in source_words], bool)
     if not usable.any():
-        return ""
-    attention = np.asarray(translation.alignment, "float64")
+        return set()
+    attention = np.asarray(attention, "float64")
     masked = np.where(usable[None, :], attention, -np.inf)
     attended = np.where(usable[None, :], attention, 0.0).any(axis=1)
     links = set()
     for piece, word in enumerate(target_words):
         if word is not None and attended[piece]:
             links.add((source_words[int(np.argmax(masked[piece]))], word))
-    return " ".join(f"{s}-{t}" for s, t in sorted(links))
+    return links
 
 
 # --- the command line ------------------------------------------------------------
@@ -1866,7 +1927,8 @@ def _length_note(sentence, translation, limit):
 
 def _n_best_lines(index, entries):
     return "".join(
-        f"{index} ||| {h.text} ||| log_prob= {h.score:.4f} ||| {h.penalized_score:.4f}\n"
+        f"{index} ||| {h.text} ||| log_prob= {h.score:.4f} finished= {int(h.finished)} "
+        f"||| {h.penalized_score:.4f}\n"
         for h in entries
     )
 

@@ -28,11 +28,15 @@ class Hypothesis:
         score: log-probability of the translation, log P(Y | X).
         penalized_score: the score the beam ranked it by (GNMT's
             `log P / lp(Y) + cp`; equal to `score` for greedy search).
+        finished: whether it ended with EOS; False for a hypothesis the
+            beam still held unfinished when the search stopped, which fills
+            a list where fewer than K finished (`DecodeResult.beam_finished`).
     """
 
     text: str
     score: float
     penalized_score: float
+    finished: bool = True
 
 
 @dataclass
@@ -51,8 +55,9 @@ class Translation:
         parts: how many sentences the source was translated as: more than
             1 when it was longer than the model's limit and split at
             sentence ends (the fields above then join the parts' own: texts
-            joined by a space, pieces concatenated, the alignment a block
-            diagonal, scores summed).
+            joined by a space, pieces concatenated, scores summed, and the
+            alignment a `zoo.evaluation.alignment.BlockAlignment` of the
+            parts' own, which `np.asarray` makes dense).
         cut_parts: how many of those parts were still longer than the
             limit and cut after its last piece.
     """
@@ -87,15 +92,6 @@ def _join_parts(parts):
     """One `Translation` of the translations of a source's parts, in order."""
     if len(parts) == 1:
         return parts[0]
-    alignment = np.zeros(
-        (sum(len(p.target_pieces) for p in parts), sum(len(p.source_pieces) for p in parts)),
-        "float32",
-    )
-    row = column = 0
-    for part in parts:
-        rows, columns = part.alignment.shape
-        alignment[row : row + rows, column : column + columns] = part.alignment
-        row, column = row + rows, column + columns
     n_best = None
     if parts[0].n_best is not None:
         # The k-th entry joins each part's k-th best (its last, where its
@@ -108,13 +104,14 @@ def _join_parts(parts):
                     text=" ".join(h.text for h in entries if h.text),
                     score=sum(h.score for h in entries),
                     penalized_score=sum(h.penalized_score for h in entries),
+                    finished=all(h.finished for h in entries),
                 )
             )
     return Translation(
         text=" ".join(p.text for p in parts if p.text),
         source_pieces=[piece for p in parts for piece in p.source_pieces],
         target_pieces=[piece for p in parts for piece in p.target_pieces],
-        alignment=alignment,
+        alignment=word_alignment.BlockAlignment(p.alignment for p in parts),
         score=sum(p.score for p in parts),
         n_best=n_best,
         parts=len(parts),
@@ -170,7 +167,8 @@ class Translator(SearchCache):
     ):
         """Decodes one batch: `(tokens, attention, scores, n_best)`, where
         `n_best` holds, per row, up to `n_best` `(tokens, score,
-        penalized_score)` of the beam, best first (None when not asked)."""
+        penalized_score, finished)` of the beam, best first (None when not
+        asked)."""
         longest = max(len(s) for s in source_ids)
         width = _padded(longest)
         source = np.zeros((len(source_ids), width), "int32")
@@ -182,15 +180,22 @@ class Translator(SearchCache):
         scores = keras.ops.convert_to_numpy(result.scores)
         lists = None
         if n_best and result.beam_tokens is None:  # greedy: its one hypothesis
-            lists = [[(t, float(s), float(s))] for t, s in zip(tokens, scores)]
+            finished = keras.ops.convert_to_numpy(result.finished)
+            lists = [[(t, float(s), float(s), bool(f))] for t, s, f in zip(tokens, scores, finished)]
         elif n_best:
             beam_tokens = decoding.decode_to_lists(result.beam_tokens, eos, pad)
             lengths = keras.ops.convert_to_numpy(result.beam_lengths)
             beam_scores = keras.ops.convert_to_numpy(result.beam_scores)
             penalized = keras.ops.convert_to_numpy(result.beam_penalized_scores)
+            finished = keras.ops.convert_to_numpy(result.beam_finished)
             lists = [
                 [
-                    (beam_tokens[row][k], float(beam_scores[row, k]), float(penalized[row, k]))
+                    (
+                        beam_tokens[row][k],
+                        float(beam_scores[row, k]),
+                        float(penalized[row, k]),
+                        bool(finished[row, k]),
+                    )
                     for k in range(n_best)
                     if lengths[row, k] > 0  # an unused slot: the beam held fewer
                 ]
@@ -265,7 +270,10 @@ class Translator(SearchCache):
                     score=float(scores[i]),
                     n_best=None
                     if lists is None
-                    else [Hypothesis(self.target_tokenizer.decode(t), s, p) for t, s, p in lists[i]],
+                    else [
+                        Hypothesis(self.target_tokenizer.decode(t), s, p, f)
+                        for t, s, p, f in lists[i]
+                    ],
                     cut_parts=int(cut),
                 )
                 remaining[row] -= 1

@@ -254,9 +254,10 @@ def test_n_best_lists_are_moses_format_sorted_by_score(capsys, real, run_dir, tm
     assert [int(e[0]) for e in entries] == [0, 0, 0, 2, 2, 2]
     for index in (0, 2):
         mine = [e for e in entries if int(e[0]) == index]
-        assert all(re.fullmatch(r"log_prob= -?\d+\.\d{4}", e[2]) for e in mine)
-        scores = [float(e[3]) for e in mine]
-        assert scores == sorted(scores, reverse=True)
+        assert all(re.fullmatch(r"log_prob= -?\d+\.\d{4} finished= [01]", e[2]) for e in mine)
+        # Finished entries first, then unfinished ones, each by score.
+        ranks = [(e[2].endswith("finished= 1"), float(e[3])) for e in mine]
+        assert ranks == sorted(ranks, reverse=True)
     # The first entry is the translation; the same batch, so no new trace.
     best = real.translate(["the dog sees a cat .", "a red bird ."], beam=3)
     assert [entries[0][1], entries[3][1]] == [t.text for t in best]

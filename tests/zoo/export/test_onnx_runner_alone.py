@@ -186,7 +186,8 @@ def test_n_best_and_alignments(translator_folder, tmp_path, capsys):
     assert status == 0, capsys.readouterr().err
     translations = onnx_runner.load(translator_folder).translate(SENTENCES[:2], beam=3, n_best=2)
     expected = [
-        f"{k} ||| {h.text} ||| log_prob= {h.score:.4f} ||| {h.penalized_score:.4f}"
+        f"{k} ||| {h.text} ||| log_prob= {h.score:.4f} finished= {int(h.finished)} "
+        f"||| {h.penalized_score:.4f}"
         for k, t in enumerate(translations)
         for h in t.n_best
     ]

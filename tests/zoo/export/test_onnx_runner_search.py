@@ -31,7 +31,10 @@ SOURCES = np.array(
 )
 IMAGES = np.random.default_rng(5).uniform(size=(3, 2, 3, 5)).astype("float32")
 TOLERANCE = 1e-5
-EXACT_FIELDS = ("tokens", "lengths", "finished", "num_steps", "beam_tokens", "beam_lengths")
+EXACT_FIELDS = (
+    *("tokens", "lengths", "finished", "num_steps"),
+    *("beam_tokens", "beam_lengths", "beam_finished"),
+)
 
 
 class ToyModel:
@@ -238,6 +241,26 @@ def test_a_live_hypothesis_that_ties_the_finished_ones_ends_the_search(length_pe
         toy, SOURCES, beam_width=2, length_penalty=length_penalty, stopping=stopping, max_length=8
     )
     assert_same_result(ours, theirs)
+
+
+@pytest.mark.parametrize("stopping", ["early", "exact"])
+def test_a_beam_of_five_gives_five_entries_unfinished_ones_marked(stopping):
+    # EOS is likely: most examples are done by the stopping rule before the
+    # limit with fewer than 5 finished hypotheses; the live ones they held
+    # then fill their lists, after the finished ones, without EOS.
+    toy = ToyModel(seed=5, eos_bias=6.0)
+    ours, theirs = both_beam_searches(
+        toy, SOURCES, beam_width=5, length_penalty=0.6, stopping=stopping
+    )
+    assert_same_result(ours, theirs)
+    assert (theirs.beam_lengths > 0).all()
+    assert not theirs.beam_finished.all(axis=1).any()  # every list needed filling
+    for tokens, lengths, finished in zip(
+        theirs.beam_tokens, theirs.beam_lengths, theirs.beam_finished
+    ):
+        assert finished[0] and sorted(finished, reverse=True) == list(finished)
+        ends = tokens[np.arange(len(lengths)), lengths - 1] == EOS
+        np.testing.assert_array_equal(ends, finished)
 
 
 def test_a_search_cut_by_the_step_limit():
