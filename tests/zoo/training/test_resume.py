@@ -49,6 +49,32 @@ def test_checkpoint_round_trip_restores_optimizer_and_dropout_state(tmp_path):
     assert int(fresh.optimizer.iterations) == 1
 
 
+def test_an_epoch_resumed_inside_logs_the_mean_loss_of_all_its_batches(tmp_path):
+    # fit resets the running loss at each epoch's start: the resumed part of
+    # an epoch must go on from the checkpoint's, not average its batches alone.
+    inputs = np.linspace(-1, 1, 48, dtype="float32").reshape(16, 3)
+    targets = np.ones((16, 2), "float32")
+
+    def fresh_model():
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+        model.compile(optimizer="adam", loss="mse")
+        return model
+
+    whole = fresh_model().fit(inputs, targets, batch_size=4, shuffle=False, verbose=0)
+
+    interrupted = fresh_model()
+    interrupted.fit(inputs[:8], targets[:8], batch_size=4, shuffle=False, verbose=0)
+    checkpoints.save_checkpoint(interrupted, tmp_path, epochs_done=0, steps_done=2)
+    resumed = fresh_model()
+    checkpoints.restore(resumed, checkpoints.latest_checkpoint(tmp_path))
+    rest = resumed.fit(
+        inputs[8:], targets[8:], batch_size=4, shuffle=False, verbose=0,
+        callbacks=[checkpoints.CheckpointCallback(tmp_path, first_step=2)],
+    )
+    np.testing.assert_allclose(rest.history["loss"], whole.history["loss"], rtol=1e-6)
+
+
 def test_damaged_checkpoint_is_reported_and_the_previous_one_used(tmp_path, caplog):
     model = tiny_model()
     checkpoints.save_checkpoint(model, tmp_path, epochs_done=1)
@@ -107,9 +133,8 @@ def checkpoint_names(out):
 
 
 @pytest.fixture(scope="module")
-def uninterrupted_weights(tmp_path_factory):
-    out = training.train("rnnsearch_small", tmp_path_factory.mktemp("whole") / "run", **KILLABLE)
-    return zoo.load(out).model.get_weights()
+def uninterrupted_run(tmp_path_factory):
+    return training.train("rnnsearch_small", tmp_path_factory.mktemp("whole") / "run", **KILLABLE)
 
 
 @pytest.mark.parametrize(
@@ -128,7 +153,7 @@ def uninterrupted_weights(tmp_path_factory):
     ids=["after_a_step_checkpoint", "before_any_checkpoint"],
 )
 def test_a_run_killed_and_resumed_ends_bit_for_bit_as_an_uninterrupted_one(
-    tmp_path, uninterrupted_weights, kill_when, resumed_from
+    tmp_path, uninterrupted_run, kill_when, resumed_from
 ):
     out = tmp_path / "run"
     train_until_killed(out, kill_when)
@@ -145,10 +170,13 @@ def test_a_run_killed_and_resumed_ends_bit_for_bit_as_an_uninterrupted_one(
     else:
         assert metrics["resumed_from"].startswith(resumed_from), metrics["resumed_from"]
     resumed = zoo.load(out).model.get_weights()
-    for expected, actual in zip(uninterrupted_weights, resumed, strict=True):
+    expected_weights = zoo.load(uninterrupted_run).model.get_weights()
+    for expected, actual in zip(expected_weights, resumed, strict=True):
         np.testing.assert_array_equal(actual, expected)
-    history = (out / "history.csv").read_text().splitlines()
-    assert [line.split(",")[0] for line in history] == ["epoch", "0", "1"]
+    # Each epoch's logged loss too: the mean over all its batches.
+    history = (out / "history.csv").read_text()
+    assert history == (uninterrupted_run / "history.csv").read_text()
+    assert [line.split(",")[0] for line in history.splitlines()] == ["epoch", "0", "1"]
     # Step checkpoints are gone once their epoch's checkpoint is written.
     assert checkpoint_names(out) == ["epoch-01", "epoch-02"]
 
