@@ -16,6 +16,7 @@ from cli_checks import assert_one_line_error
 from cli_checks import run_cli
 
 import zoo
+from zoo import registry
 from zoo.training import checkpoints
 from zoo.training import loop as training
 
@@ -214,6 +215,62 @@ def test_training_killed_mid_epoch_resumes_and_runs_only_the_remaining_epochs(
     # Finished now: a third call refuses instead of training again.
     code, _, stderr = run_cli(capsys, *argv)
     assert_one_line_error(code, stderr, "finished run", "--overwrite")
+
+
+def test_a_finished_run_continues_to_more_epochs_from_its_last_checkpoint(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["train", "rnnsearch_small", "--train-size", "32", "--valid-size", "16",
+            "--test-size", "0", "--batch-size", "16", "--average-last", "1", "--out", str(out)]
+    assert run_cli(capsys, *argv, "--epochs", "1")[0] == 0
+    first_row = (out / "history.csv").read_text().splitlines()[1]
+    first_weights = zoo.load(out).model.get_weights()
+
+    code, _, stderr = run_cli(capsys, *argv, "--epochs", "2", "--continue")
+    assert code == 0, stderr
+    assert "epoch-01 (1 of 2 epochs done)" in stderr
+    assert "does not restart" in stderr and "stays at its floor" in stderr
+    history = (out / "history.csv").read_text().splitlines()
+    assert [line.split(",")[0] for line in history] == ["epoch", "0", "1"]
+    assert history[1] == first_row
+    assert checkpoint_names(out) == ["epoch-01", "epoch-02"]
+    assert json.loads((out / "metrics.json").read_text())["resumed_from"] == "epoch-01"
+    config = json.loads((out / "config.json").read_text())["training"]
+    assert (config["epochs"], config["schedule_epochs"]) == (2, 1)
+    # The run's weights, and those its average of 1 replaced, are the second epoch's now.
+    model = zoo.load(out).model
+    assert any((a != b).any() for a, b in zip(model.get_weights(), first_weights))
+    model.load_weights(out / "checkpoints" / "epoch-02.weights.h5")
+    second_epoch = model.get_weights()
+    for name in ("model.weights.h5", "model.unaveraged.weights.h5"):
+        model.load_weights(out / name)
+        for expected, actual in zip(second_epoch, model.get_weights(), strict=True):
+            np.testing.assert_array_equal(actual, expected, name)
+
+    code, _, stderr = run_cli(capsys, *argv, "--epochs", "2", "--continue")
+    assert_one_line_error(code, stderr, "done 2 epochs", "--epochs")
+
+
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        (["--continue"], ["no run to continue", "drop --continue"]),
+        (["--continue", "--overwrite"], ["--continue", "--overwrite"]),
+        ([], ["finished run", "--continue"]),
+        (["--continue", "--batch-size", "8"], ["other settings", "batch_size"]),
+    ],
+    ids=["nothing_to_continue", "with_overwrite", "finished_without_continue", "other_settings"],
+)
+def test_continuing_a_run_that_cannot_be_continued_is_refused(tmp_path, capsys, options, words):
+    out = tmp_path / "run"
+    if options != ["--continue"]:
+        out.mkdir()
+        training_settings = registry.get_preset("rnnsearch_small")["training"]
+        (out / "config.json").write_text(
+            json.dumps({"preset": "rnnsearch_small", "training": training_settings})
+        )
+        (out / "model.weights.h5").write_bytes(b"")
+    code, _, stderr = run_cli(capsys, "train", "rnnsearch_small", "--out", str(out), *options)
+    assert_one_line_error(code, stderr, *words)
 
 
 def test_an_epoch_is_checkpointed_only_after_its_history_row_is_written(tmp_path, monkeypatch):
