@@ -7,6 +7,7 @@
               [--validation-bleu|--no-validation-bleu] [--tokenizer wordpiece|sentencepiece]
               [--shared-vocabulary] [--vocabulary-size N]
               (resumes DIR when it holds an unfinished run)
+    zoo train PRESET --out DIR --epochs N --continue   (trains a finished run on to N epochs)
     zoo average DIR --last N [--out FILE]
     zoo evaluate DIR [--data SPEC] [--gold-alignments FILE] [--beam K] [--beam-stop early|exact]
                  [--progress]
@@ -118,6 +119,15 @@ def build_parser():
     )
     train.add_argument(
         "--overwrite", action="store_true", help="replace an existing run directory, finished or not"
+    )
+    train.add_argument(
+        "--continue",
+        dest="continue_run",
+        action="store_true",
+        help="train the finished run in --out further, to --epochs (above the epochs it has "
+        "done), from its last checkpoint (weights and optimizer), with the same options; the "
+        "learning-rate schedule goes on where it stopped, no restart: cosine stays at its "
+        "floor, a tenth of the peak",
     )
     train.add_argument(
         "--checkpoint-every-steps",
@@ -426,6 +436,7 @@ def command_train(args):
         vocabulary_size=args.vocabulary_size,
         average_last=args.average_last,
         seed=args.seed,
+        continue_run=args.continue_run,
     )
     print(f"run directory: {out}")
     print((out / "metrics.json").read_text().strip())

@@ -32,6 +32,14 @@ class AveragingError(ZooUserError):
     """An averaging request that can't be carried out."""
 
 
+def forget_average(run_dir):
+    """Removes the record of an earlier average from `run_dir` (its
+    `model.unaveraged.weights.h5` and `average.json`): a continued run has
+    new weights to end with, which they no longer describe."""
+    for name in (UNAVERAGED_WEIGHTS, AVERAGE_MANIFEST):
+        (run_dir / name).unlink(missing_ok=True)
+
+
 def average_weights(model, weights_files):
     """The mean of the model weights in `weights_files`, one array a weight.
 

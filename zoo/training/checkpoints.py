@@ -99,6 +99,10 @@ def save_checkpoint(model, folder, epochs_done, steps_done=0):
             "seed_states": [
                 keras.ops.convert_to_numpy(state).tolist() for state in _seed_states(model)
             ],
+            "metric_states": {
+                variable.path: keras.ops.convert_to_numpy(variable).tolist()
+                for variable in model.metrics_variables
+            },
         },
     )
     return Checkpoint(weights, epochs_done, steps_done)
@@ -117,6 +121,24 @@ def _seed_states(model):
     other dropout masks than an uninterrupted one.
     """
     return [v for v in model.variables if v.path.endswith("seed_generator_state")]
+
+
+def _read_manifest(checkpoint):
+    return json.loads(checkpoint.weights.with_name(f"{checkpoint.name}.json").read_text())
+
+
+def _restore_metric_states(model, manifest):
+    """Sets the model's running metrics (the epoch's mean loss so far) to
+    those a step checkpoint saved.
+
+    `fit` resets them at each epoch's start, so without this a run resumed
+    inside an epoch would log the mean of that epoch's remaining batches
+    only, not of all of them.
+    """
+    saved = manifest.get("metric_states", {})
+    for variable in model.metrics_variables:
+        if variable.path in saved:
+            variable.assign(saved[variable.path])
 
 
 def _remove(checkpoint):
@@ -194,7 +216,7 @@ def restore(model, checkpoint):
     if model.optimizer is not None and not model.optimizer.built:
         model.optimizer.build(model.trainable_variables)
     model.load_weights(checkpoint.weights)
-    manifest = json.loads(checkpoint.weights.with_name(f"{checkpoint.name}.json").read_text())
+    manifest = _read_manifest(checkpoint)
     # Keras only warns when an optimizer's variables don't fit the model's.
     if _optimizer_steps(model) != manifest.get("optimizer_steps"):
         raise ValueError(
@@ -213,7 +235,10 @@ class CheckpointCallback(keras.callbacks.Callback):
 
     Epoch checkpoints are all kept (`zoo` users compare epochs); step
     checkpoints are removed once their epoch's checkpoint is written, and
-    only the newest two are kept meanwhile.
+    only the newest two are kept meanwhile. A `fit` resumed inside an epoch
+    (`first_step` > 0) starts that epoch's running metrics from the step
+    checkpoint it resumes, so the epoch logs the mean loss of all its
+    batches, as an uninterrupted run does.
 
     Args:
         folder: the checkpoints folder.
@@ -233,6 +258,14 @@ class CheckpointCallback(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
+        if self.first_step:
+            # fit reset the metrics just before this call.
+            resumed = Checkpoint(
+                self.folder / f"{checkpoint_name(epoch, self.first_step)}.weights.h5",
+                epoch,
+                self.first_step,
+            )
+            _restore_metric_states(self.model, _read_manifest(resumed))
 
     def on_train_batch_end(self, batch, logs=None):
         steps_done = self.first_step + batch + 1

@@ -80,13 +80,15 @@ def learning_rate_schedule(training, batches_per_epoch):
     of it over the run, after a linear warm-up from 0 over `warmup_steps`
     updates when there are any (Keras' `CosineDecay` warm-up). A constant
     rate learns the synthetic corpus fast but then wanders away from the
-    minimum it found, so the rate decays as the run goes on.
+    minimum it found, so the rate decays as the run goes on. "The run" is
+    its first `epochs`, kept as `schedule_epochs` when it is continued
+    (`train(continue_run=True)`): the extra epochs stay at the tenth.
 
     "inverse_sqrt": `InverseSquareRootSchedule`, peaking at the preset's
     rate after `warmup_steps` updates.
     """
     rate, warmup = training["learning_rate"], training.get("warmup_steps", 0)
-    total = max(1, training["epochs"] * batches_per_epoch)
+    total = max(1, training.get("schedule_epochs", training["epochs"]) * batches_per_epoch)
     if training.get("schedule", "cosine") == "inverse_sqrt":
         return InverseSquareRootSchedule(rate, warmup)
     if not warmup:
@@ -146,13 +148,22 @@ def _int_setting(training, key, least, default=None, why=""):
     return value
 
 
-def _open_run_directory(out, overwrite, preset, training):
-    """The run directory, and whether it holds an unfinished run to resume.
+# What `--continue` may change in a run's training settings: it trains more
+# epochs, may end with another average, and keeps the schedule's length.
+_CONTINUABLE = ("epochs", "average_last", "schedule_epochs")
+
+
+def _open_run_directory(out, overwrite, preset, training, continue_run=False):
+    """The run directory, whether it holds a run to resume, and the training
+    settings to train it with.
 
     An empty or missing directory starts a new run; so does any directory
     with `overwrite`. A directory holding an unfinished run (no final
-    weights) of the same preset and training settings is resumed. Anything
-    else is refused with a one-line error.
+    weights) of the same preset and training settings is resumed. With
+    `continue_run`, a finished run of the same preset and settings but
+    fewer epochs is resumed too, its settings then `training` with the run's
+    `schedule_epochs` (`_continued_settings`). Anything else is refused
+    with a one-line error.
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -165,25 +176,34 @@ def _open_run_directory(out, overwrite, preset, training):
                 f"run directory {str(out)!r} already exists and is not empty; "
                 "choose another --out or pass --overwrite"
             )
-        if (out / runs.WEIGHTS).is_file():
+        if (out / runs.WEIGHTS).is_file() and not continue_run:
             raise TrainingError(
-                f"run directory {str(out)!r} already holds a finished run; "
-                "choose another --out or pass --overwrite"
+                f"run directory {str(out)!r} already holds a finished run; choose another "
+                "--out, pass --overwrite, or train it further with --continue and more --epochs"
             )
         previous = runs.read_json(config_path)
-        if previous.get("preset") != preset or previous.get("training") != training:
-            changed = sorted(
-                key
-                for key in set(training) | set(previous.get("training", {}))
-                if training.get(key) != previous.get("training", {}).get(key)
-            )
+        before = previous.get("training", {})
+        ignored = _CONTINUABLE if continue_run else ()
+        changed = sorted(
+            key
+            for key in set(training) | set(before)
+            if key not in ignored and training.get(key) != before.get(key)
+        )
+        if previous.get("preset") != preset or changed:
+            state = "a finished" if (out / runs.WEIGHTS).is_file() else "an unfinished"
             raise TrainingError(
-                f"run directory {str(out)!r} holds an unfinished run of "
-                f"{previous.get('preset')!r} with other settings "
+                f"run directory {str(out)!r} holds {state} run "
+                f"of {previous.get('preset')!r} with other settings "
                 f"({', '.join(changed) or 'preset'}); resume it with the same "
                 "options, or choose another --out, or pass --overwrite"
             )
-        return out, True
+        if continue_run:
+            training = {**training, **_continued_settings(out, before, training)}
+        return out, True, training
+    if continue_run:
+        raise TrainingError(
+            f"--continue: {str(out)!r} holds no run to continue; drop --continue to start one"
+        )
     if out.exists() and overwrite:
         shutil.rmtree(out)
     try:
@@ -192,7 +212,45 @@ def _open_run_directory(out, overwrite, preset, training):
         raise TrainingError(
             f"cannot create the run directory {str(out)!r}: {error.strerror}; choose another --out"
         ) from None
-    return out, False
+    return out, False, training
+
+
+def _continued_settings(out, previous, training):
+    """The settings a continued run keeps from the run it continues: the
+    length of its learning-rate schedule (`schedule_epochs`, its first
+    `epochs`), so that the schedule goes on where it stopped.
+
+    Refuses an `epochs` that the run's newest checkpoint has already done.
+    """
+    checkpoint = checkpoints.latest_checkpoint(out / runs.CHECKPOINTS)
+    if checkpoint is None:
+        raise TrainingError(
+            f"--continue: run directory {str(out)!r} has no intact checkpoint to continue "
+            "from; choose another --out or pass --overwrite"
+        )
+    if training["epochs"] <= checkpoint.epochs_done:
+        raise TrainingError(
+            f"--continue: run directory {str(out)!r} has done {checkpoint.epochs_done} "
+            f"epochs already; ask for more with --epochs (above {checkpoint.epochs_done})"
+        )
+    return {"schedule_epochs": previous.get("schedule_epochs", previous.get("epochs"))}
+
+
+def _schedule_note(model, training, batches_per_epoch):
+    """One line on what the learning rate of a continued run does."""
+    step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+    rate = float(keras.ops.convert_to_numpy(model.optimizer.learning_rate))
+    schedule = training.get("schedule", "cosine")
+    if schedule == "inverse_sqrt":
+        how = "goes on decaying with 1/sqrt(update)"
+    elif step >= training["schedule_epochs"] * batches_per_epoch:
+        how = "stays at its floor, a tenth of the peak"
+    else:
+        how = f"goes on decaying to a tenth of the peak by epoch {training['schedule_epochs']}"
+    return (
+        f"continuing to {training['epochs']} epochs: the {schedule} learning-rate schedule "
+        f"does not restart; it goes on from update {step} (rate {rate:.3g}) and {how}"
+    )
 
 
 def write_untrained_run(
@@ -309,6 +367,7 @@ def train(
     vocabulary_size=None,
     average_last=None,
     seed=None,
+    continue_run=False,
 ):
     """Trains preset `preset` and writes its run directory `out`.
 
@@ -381,14 +440,29 @@ def train(
             the synthetic data, the initial weights, the dropout masks, the
             batch order and hard attention's samples, so two runs with the
             same seed train alike and runs with other seeds show the spread.
+        continue_run: train the finished run in `out` further, to `epochs`
+            (more than it has done), from its last checkpoint (weights and
+            optimizer), as OpenNMT-py's `-train_from` does. Its settings
+            must be the run's but for `epochs` and `average_last`. The
+            learning-rate schedule does not restart: it goes on from the
+            optimizer's step, so the cosine schedule stays at its floor (a
+            tenth of the peak) for the extra epochs; a restart to the peak
+            would throw the weights out of the minimum the decay settled
+            them in. history.csv gets the new epochs, metrics.json and
+            model.weights.h5 are rewritten.
 
     Returns:
         The run directory, a `Path`.
 
     Raises:
-        TrainingError: `out` holds a finished run, or an unfinished one with
-            other settings, or something else (without `overwrite`).
+        TrainingError: `out` holds a finished run (without `continue_run`),
+            or one with other settings, or something else (without
+            `overwrite`).
     """
+    if continue_run and overwrite:
+        raise TrainingError(
+            "--continue trains the run in --out further and --overwrite replaces it; pass one"
+        )
     if checkpoint_every_steps is not None and (
         not isinstance(checkpoint_every_steps, int) or checkpoint_every_steps < 1
     ):
@@ -448,8 +522,8 @@ def train(
             f"{distributed.replica_count(strategy)} devices of --strategy data-parallel; "
             "choose a --batch-size they divide"
         )
-    out, resuming = _open_run_directory(
-        distributed.worker_run_directory(out, strategy), overwrite, preset, training
+    out, resuming, training = _open_run_directory(
+        distributed.worker_run_directory(out, strategy), overwrite, preset, training, continue_run
     )
     recipe = registry.recipe_class(settings["recipe"])
     jit = training.get("jit_compile")
@@ -481,7 +555,7 @@ def train(
         "keras_version": keras.__version__,
         **distributed.describe(strategy, mixed_precision),
     }
-    if not resuming:
+    if not resuming or continue_run:
         runs.write_json(out / runs.CONFIG, config)
     # The run's seed draws the initial weights and the dropout masks too, so
     # two runs of the same settings train alike (a resumed run then restores
@@ -500,6 +574,8 @@ def train(
             jit_compile=jit,
         )
         checkpoint = _resume(model, out, training["epochs"]) if resuming else None
+    if continue_run:
+        logger.warning(_schedule_note(model, training, batches_per_epoch))
     epochs_done, steps_done = (
         (checkpoint.epochs_done, checkpoint.steps_done) if checkpoint else (0, 0)
     )
@@ -518,6 +594,8 @@ def train(
         checkpoint_every_steps,
     )
     seconds = time.monotonic() - started
+    if continue_run:
+        averaging.forget_average(out)
     runs.save_weights(model, out / runs.WEIGHTS)
     averaged = _average_last_checkpoints(model, out, training.get("average_last", 0))
 

@@ -16,6 +16,7 @@ from cli_checks import assert_one_line_error
 from cli_checks import run_cli
 
 import zoo
+from zoo import registry
 from zoo.training import checkpoints
 from zoo.training import loop as training
 
@@ -47,6 +48,32 @@ def test_checkpoint_round_trip_restores_optimizer_and_dropout_state(tmp_path):
     for variable, value in zip(fresh.variables, expected):
         np.testing.assert_array_equal(keras.ops.convert_to_numpy(variable), value, variable.path)
     assert int(fresh.optimizer.iterations) == 1
+
+
+def test_an_epoch_resumed_inside_logs_the_mean_loss_of_all_its_batches(tmp_path):
+    # fit resets the running loss at each epoch's start: the resumed part of
+    # an epoch must go on from the checkpoint's, not average its batches alone.
+    inputs = np.linspace(-1, 1, 48, dtype="float32").reshape(16, 3)
+    targets = np.ones((16, 2), "float32")
+
+    def fresh_model():
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+        model.compile(optimizer="adam", loss="mse")
+        return model
+
+    whole = fresh_model().fit(inputs, targets, batch_size=4, shuffle=False, verbose=0)
+
+    interrupted = fresh_model()
+    interrupted.fit(inputs[:8], targets[:8], batch_size=4, shuffle=False, verbose=0)
+    checkpoints.save_checkpoint(interrupted, tmp_path, epochs_done=0, steps_done=2)
+    resumed = fresh_model()
+    checkpoints.restore(resumed, checkpoints.latest_checkpoint(tmp_path))
+    rest = resumed.fit(
+        inputs[8:], targets[8:], batch_size=4, shuffle=False, verbose=0,
+        callbacks=[checkpoints.CheckpointCallback(tmp_path, first_step=2)],
+    )
+    np.testing.assert_allclose(rest.history["loss"], whole.history["loss"], rtol=1e-6)
 
 
 def test_damaged_checkpoint_is_reported_and_the_previous_one_used(tmp_path, caplog):
@@ -107,9 +134,8 @@ def checkpoint_names(out):
 
 
 @pytest.fixture(scope="module")
-def uninterrupted_weights(tmp_path_factory):
-    out = training.train("rnnsearch_small", tmp_path_factory.mktemp("whole") / "run", **KILLABLE)
-    return zoo.load(out).model.get_weights()
+def uninterrupted_run(tmp_path_factory):
+    return training.train("rnnsearch_small", tmp_path_factory.mktemp("whole") / "run", **KILLABLE)
 
 
 @pytest.mark.parametrize(
@@ -128,7 +154,7 @@ def uninterrupted_weights(tmp_path_factory):
     ids=["after_a_step_checkpoint", "before_any_checkpoint"],
 )
 def test_a_run_killed_and_resumed_ends_bit_for_bit_as_an_uninterrupted_one(
-    tmp_path, uninterrupted_weights, kill_when, resumed_from
+    tmp_path, uninterrupted_run, kill_when, resumed_from
 ):
     out = tmp_path / "run"
     train_until_killed(out, kill_when)
@@ -145,10 +171,13 @@ def test_a_run_killed_and_resumed_ends_bit_for_bit_as_an_uninterrupted_one(
     else:
         assert metrics["resumed_from"].startswith(resumed_from), metrics["resumed_from"]
     resumed = zoo.load(out).model.get_weights()
-    for expected, actual in zip(uninterrupted_weights, resumed, strict=True):
+    expected_weights = zoo.load(uninterrupted_run).model.get_weights()
+    for expected, actual in zip(expected_weights, resumed, strict=True):
         np.testing.assert_array_equal(actual, expected)
-    history = (out / "history.csv").read_text().splitlines()
-    assert [line.split(",")[0] for line in history] == ["epoch", "0", "1"]
+    # Each epoch's logged loss too: the mean over all its batches.
+    history = (out / "history.csv").read_text()
+    assert history == (uninterrupted_run / "history.csv").read_text()
+    assert [line.split(",")[0] for line in history.splitlines()] == ["epoch", "0", "1"]
     # Step checkpoints are gone once their epoch's checkpoint is written.
     assert checkpoint_names(out) == ["epoch-01", "epoch-02"]
 
@@ -186,6 +215,62 @@ def test_training_killed_mid_epoch_resumes_and_runs_only_the_remaining_epochs(
     # Finished now: a third call refuses instead of training again.
     code, _, stderr = run_cli(capsys, *argv)
     assert_one_line_error(code, stderr, "finished run", "--overwrite")
+
+
+def test_a_finished_run_continues_to_more_epochs_from_its_last_checkpoint(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["train", "rnnsearch_small", "--train-size", "32", "--valid-size", "16",
+            "--test-size", "0", "--batch-size", "16", "--average-last", "1", "--out", str(out)]
+    assert run_cli(capsys, *argv, "--epochs", "1")[0] == 0
+    first_row = (out / "history.csv").read_text().splitlines()[1]
+    first_weights = zoo.load(out).model.get_weights()
+
+    code, _, stderr = run_cli(capsys, *argv, "--epochs", "2", "--continue")
+    assert code == 0, stderr
+    assert "epoch-01 (1 of 2 epochs done)" in stderr
+    assert "does not restart" in stderr and "stays at its floor" in stderr
+    history = (out / "history.csv").read_text().splitlines()
+    assert [line.split(",")[0] for line in history] == ["epoch", "0", "1"]
+    assert history[1] == first_row
+    assert checkpoint_names(out) == ["epoch-01", "epoch-02"]
+    assert json.loads((out / "metrics.json").read_text())["resumed_from"] == "epoch-01"
+    config = json.loads((out / "config.json").read_text())["training"]
+    assert (config["epochs"], config["schedule_epochs"]) == (2, 1)
+    # The run's weights, and those its average of 1 replaced, are the second epoch's now.
+    model = zoo.load(out).model
+    assert any((a != b).any() for a, b in zip(model.get_weights(), first_weights))
+    model.load_weights(out / "checkpoints" / "epoch-02.weights.h5")
+    second_epoch = model.get_weights()
+    for name in ("model.weights.h5", "model.unaveraged.weights.h5"):
+        model.load_weights(out / name)
+        for expected, actual in zip(second_epoch, model.get_weights(), strict=True):
+            np.testing.assert_array_equal(actual, expected, name)
+
+    code, _, stderr = run_cli(capsys, *argv, "--epochs", "2", "--continue")
+    assert_one_line_error(code, stderr, "done 2 epochs", "--epochs")
+
+
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        (["--continue"], ["no run to continue", "drop --continue"]),
+        (["--continue", "--overwrite"], ["--continue", "--overwrite"]),
+        ([], ["finished run", "--continue"]),
+        (["--continue", "--batch-size", "8"], ["other settings", "batch_size"]),
+    ],
+    ids=["nothing_to_continue", "with_overwrite", "finished_without_continue", "other_settings"],
+)
+def test_continuing_a_run_that_cannot_be_continued_is_refused(tmp_path, capsys, options, words):
+    out = tmp_path / "run"
+    if options != ["--continue"]:
+        out.mkdir()
+        training_settings = registry.get_preset("rnnsearch_small")["training"]
+        (out / "config.json").write_text(
+            json.dumps({"preset": "rnnsearch_small", "training": training_settings})
+        )
+        (out / "model.weights.h5").write_bytes(b"")
+    code, _, stderr = run_cli(capsys, "train", "rnnsearch_small", "--out", str(out), *options)
+    assert_one_line_error(code, stderr, *words)
 
 
 def test_an_epoch_is_checkpointed_only_after_its_history_row_is_written(tmp_path, monkeypatch):

@@ -88,6 +88,17 @@ def test_cosine_schedule_warms_up_linearly_then_decays_to_a_tenth():
 
 
 @pytest.mark.tensorflow_only
+def test_a_continued_cosine_schedule_goes_on_at_its_floor_instead_of_restarting():
+    # `zoo train --continue` from 2 to 4 epochs keeps the first 2 epochs' schedule.
+    first = {"learning_rate": 2e-3, "epochs": 2, "schedule": "cosine"}
+    continued = {**first, "epochs": 4, "schedule_epochs": 2}
+    first_values = schedule_values(training.learning_rate_schedule(first, 10), range(40))
+    continued_values = schedule_values(training.learning_rate_schedule(continued, 10), range(40))
+    np.testing.assert_array_equal(continued_values, first_values)
+    np.testing.assert_allclose(continued_values[20:], 2e-3 / 10, rtol=1e-6)
+
+
+@pytest.mark.tensorflow_only
 def test_no_warm_up_keeps_the_cosine_decay_the_small_presets_trained_with():
     settings = registry.get_preset("rnnsearch_small")["training"]
     schedule = training.learning_rate_schedule(settings, batches_per_epoch=10)
