@@ -100,7 +100,7 @@ def numbered(i):
     return f"the dog {' '.join(str(i))} ."
 
 
-@pytest.mark.parametrize("count", [0, 1, 10_000])
+@pytest.mark.parametrize("count", [1, 10_000])
 def test_every_line_is_translated_in_input_order(capsys, echo, run_dir, tmp_path, count):
     lines = [numbered(i) for i in range(count)]
     source = tmp_path / "in.txt"
@@ -109,6 +109,17 @@ def test_every_line_is_translated_in_input_order(capsys, echo, run_dir, tmp_path
     assert code == 0, err
     assert out.splitlines() == echoed(echo, lines)
     assert len(out.splitlines()) == count and err == ""
+
+
+def test_an_empty_file_gives_an_empty_output_and_a_note(capsys, echo, run_dir, tmp_path):
+    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("")
+    code, out, err = run_cli(
+        capsys, "translate", str(run_dir), "--input", str(source), "--output", str(output)
+    )
+    assert code == 0 and out == ""
+    assert output.read_text() == ""
+    assert err == f"zoo translate: note: {str(source)!r} is empty; nothing was translated\n"
 
 
 def test_blank_lines_give_blank_lines_without_decoding(capsys, echo, run_dir, tmp_path):
@@ -181,7 +192,7 @@ def test_output_file_holds_the_translations(capsys, echo, run_dir, tmp_path):
 @pytest.mark.parametrize(
     "options, words",
     [
-        ((), ["sentences", "--input"]),
+        ((), ["nothing to translate", "sentences", "--input"]),
         (("the dog", "--input", "x"), ["not both"]),
         (("--input", "/nowhere/in.txt"), ["/nowhere/in.txt"]),
         (("the dog", "--output", "/nowhere/out.txt"), ["/nowhere"]),
