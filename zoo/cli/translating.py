@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from zoo.cli import progress as progress_line
+from zoo.files import check_writable
 from zoo.files import replacing
 
 STDIN = "-"
@@ -51,6 +52,7 @@ def check_arguments(args, error):
             raise error(f"{flag} {str(path)!r} is a folder; name a file")
         if not path.parent.is_dir():
             raise error(f"{flag} {str(path)!r}: folder {str(path.parent)!r} does not exist")
+        check_writable(path, flag, error)
         if args.input and args.input != STDIN and path.exists() and path.samefile(args.input):
             raise error(f"{flag} {str(path)!r} is the input file; choose another name")
 

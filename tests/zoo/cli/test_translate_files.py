@@ -10,6 +10,7 @@ with a tiny untrained run.
 
 import doctest
 import io
+import os
 import re
 
 import numpy as np
@@ -196,6 +197,15 @@ def test_output_file_holds_the_translations(capsys, echo, run_dir, tmp_path):
         (("the dog", "--input", "x"), ["not both"]),
         (("--input", "/nowhere/in.txt"), ["/nowhere/in.txt"]),
         (("the dog", "--output", "/nowhere/out.txt"), ["/nowhere"]),
+        # A folder that refuses new files even to root (Linux's /proc).
+        pytest.param(
+            ("the dog", "--output", "/proc/out.txt"), ["cannot write --output", "/proc/out.txt"],
+            marks=pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc"),
+        ),
+        pytest.param(
+            ("the dog", "--alignments", "/proc/a.txt"), ["cannot write --alignments"],
+            marks=pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc"),
+        ),
         (("the dog", "--n-best", "3", "--beam", "2"), ["--n-best 3", "--beam"]),
     ],
 )
