@@ -44,6 +44,30 @@ EXAMPLES = [
 ]
 
 
+@pytest.mark.backend_independent
+def test_the_readme_preset_table_names_every_preset():
+    from zoo import registry
+
+    text = (ROOT / "README.md").read_text()
+    table = text.split("## The recipes and presets", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    named = {name for row in rows for name in re.findall(r"`(\w+)`", row.split("|")[1])}
+    assert named == set(registry.PRESETS)
+
+
+@pytest.mark.backend_independent
+def test_the_docs_output_folders_are_ignored_by_git():
+    """The folders that the documented `zoo train` and `zoo export` write
+    runs and exports to (`--out runs/...`, `--out exported/...`) stay out of
+    `git status`."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    command = re.compile(r"zoo (?:train|export) [^\n]*?--out ([a-z][\w-]*)/")
+    folders = {folder for page in pages for folder in command.findall(page.read_text())}
+    ignored = set((ROOT / ".gitignore").read_text().splitlines())
+    assert {"runs", "exported"} <= folders
+    assert {f"{folder}/" for folder in folders} <= ignored
+
+
 @pytest.mark.parametrize("code", EXAMPLES)
 def test_example_runs(code):
     exec(compile(code, "<docs example>", "exec"), {"__name__": "docs_example"})

@@ -10,6 +10,7 @@ before TensorFlow loads.
 import contextlib
 import os
 import shutil
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -57,8 +58,9 @@ def replacing(path, folder=False):
 
 
 def check_output_folder(out, overwrite, error):
-    """Refuses an output folder that is a file, or that holds anything
-    without `overwrite`, raising `error` (a `ZooUserError` class)."""
+    """Refuses an output folder that is a file, that holds anything without
+    `overwrite`, or whose parent can't be written (`check_writable`),
+    raising `error` (a `ZooUserError` class). Makes its parent folders."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise error(f"output {str(out)!r} exists and is not a folder; choose another --out")
@@ -67,3 +69,24 @@ def check_output_folder(out, overwrite, error):
             f"output folder {str(out)!r} already exists and is not empty; choose another "
             "--out or pass --overwrite (overwrite=True in Python)"
         )
+    check_writable(out, "--out", error, make_folder=True)
+
+
+def check_writable(path, flag, error, make_folder=False):
+    """Refuses, before any work, an output `path` whose folder can't be
+    written (read-only, or a file where a folder should be), raising `error`
+    naming `flag`; `make_folder` first makes the missing folders.
+
+    A temporary file is made and removed there, as `replacing` will make
+    its own: unlike `os.access`, this holds for root and read-only mounts.
+    """
+    folder = Path(path).parent
+    try:
+        if make_folder and not folder.exists():
+            folder.mkdir(parents=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as cause:
+        raise error(
+            f"cannot write {flag} {str(path)!r}: {cause.strerror}; choose another {flag}"
+        ) from None

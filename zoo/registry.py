@@ -8,6 +8,7 @@ training time. `zoo.build(name, **overrides)` turns one into a model; `zoo.prese
 """
 
 import copy
+import difflib
 import importlib
 
 from zoo.errors import ZooUserError
@@ -452,8 +453,10 @@ def presets():
 def get_preset(name):
     """A deep copy of the preset `name` (so callers may change it)."""
     if name not in PRESETS:
+        close = difflib.get_close_matches(str(name), PRESETS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise UnknownPresetError(
-            f"unknown preset {name!r}; `zoo list` shows the {len(PRESETS)} presets"
+            f"unknown preset {name!r}{hint}; `zoo list` shows the {len(PRESETS)} presets"
         )
     return copy.deepcopy(PRESETS[name])
 

@@ -72,3 +72,17 @@ def test_output_folder_check(tmp_path):
     with pytest.raises(_Refused, match="--overwrite"):
         files.check_output_folder(tmp_path, overwrite=False, error=_Refused)
     files.check_output_folder(tmp_path, overwrite=True, error=_Refused)
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(tmp_path):
+    # A file where a folder should be: as root (the tests' CI), chmod would
+    # not stop a write, and this does.
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("keep me")
+    for out in (blocker / "export", blocker / "deeper" / "export"):
+        with pytest.raises(_Refused, match="cannot write --out .*: Not a directory; choose another --out"):
+            files.check_output_folder(out, overwrite=False, error=_Refused)
+    with pytest.raises(_Refused, match="cannot write --output"):
+        files.check_writable(blocker / "out.txt", "--output", _Refused)
+    files.check_writable(tmp_path / "out.txt", "--output", _Refused)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"], "the probe was left"

@@ -70,6 +70,17 @@ def add_beam_stop(parser):
     )
 
 
+def add_length_penalty(parser):
+    parser.add_argument(
+        "--length-penalty",
+        type=non_negative_float,
+        default=0.6,
+        metavar="A",
+        help="GNMT length penalty of beam search: a hypothesis' log-probability is divided by "
+        "((5 + length) / 6) ** A (default 0.6; 0: none; greedy search ignores it)",
+    )
+
+
 def add_progress_flag(parser):
     parser.add_argument(
         "--progress",
@@ -84,7 +95,12 @@ def build_parser():
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    commands.add_parser("list", help="list the presets")
+    commands.add_parser(
+        "list",
+        help="list the presets",
+        description="List the presets, each with its one-line description: the names "
+        "`zoo train PRESET` takes (docs/recipes.md describes each recipe).",
+    )
 
     train = commands.add_parser("train", help="train a preset into a run directory")
     train.add_argument("preset", help="a preset name (see `zoo list`)")
@@ -255,7 +271,7 @@ def build_parser():
         "attention's alignment error rate (default: the synthetic corpus's own; none for --data)",
     )
     evaluate.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
-    evaluate.add_argument("--length-penalty", type=non_negative_float, default=0.6)
+    add_length_penalty(evaluate)
     evaluate.add_argument("--limit", type=positive_int, help="evaluate the first N pairs only")
     add_beam_stop(evaluate)
     add_progress_flag(evaluate)
@@ -280,7 +296,7 @@ def build_parser():
         "--output", metavar="FILE", help="write the translations there (default: standard output)"
     )
     translate.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
-    translate.add_argument("--length-penalty", type=non_negative_float, default=0.6)
+    add_length_penalty(translate)
     translate.add_argument(
         "--batch-size", type=positive_int, default=64, help="sentences decoded at once (default 64)"
     )
@@ -304,9 +320,11 @@ def build_parser():
 
     caption = commands.add_parser("caption", help="caption images with a trained run")
     caption.add_argument("run_dir", help="a captioning run directory written by `zoo train`")
-    caption.add_argument("images", nargs="+", help="image files (PNG, JPEG, BMP, GIF)")
+    caption.add_argument(
+        "images", nargs="+", help="image files (JPEG, PNG, GIF (its first frame), BMP, WebP)"
+    )
     caption.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
-    caption.add_argument("--length-penalty", type=non_negative_float, default=0.6)
+    add_length_penalty(caption)
     add_beam_stop(caption)
     caption.add_argument(
         "--plot", help="save the attention of each word over the first image (PNG)"
@@ -345,12 +363,7 @@ def build_parser():
         default=1,
         help="beam width of the exported search (default 1: greedy); for onnx, run.py's default",
     )
-    export.add_argument(
-        "--length-penalty",
-        type=non_negative_float,
-        default=0.6,
-        help="GNMT length penalty of beam search (default 0.6)",
-    )
+    add_length_penalty(export)
     export.add_argument(
         "--coverage-penalty",
         type=non_negative_float,
@@ -406,10 +419,20 @@ def command_list(args):
         print(f"{name:<{width}}  {description}")
 
 
-def command_train(args):
-    from zoo import registry
+def check_arguments(args):
+    """The mistakes that the arguments alone show, raised before TensorFlow
+    and Keras load (seconds): an unknown preset, nothing to translate."""
+    if args.command == "train":
+        from zoo import registry
 
-    registry.get_preset(args.preset)  # an unknown preset fails before TensorFlow loads
+        registry.get_preset(args.preset)
+    elif args.command == "translate":
+        from zoo.cli import translating
+
+        translating.check_arguments(args, UserError)
+
+
+def command_train(args):
     from zoo.training import loop as training
 
     out = training.train(
@@ -540,7 +563,6 @@ def command_translate(args):
     from zoo.cli import translating
     from zoo.evaluation import plots
 
-    translating.check_arguments(args, UserError)
     translator = open_run(args, "translate")
     first = translating.translate(args, translator, UserError)
     if args.plot and first is not None:
@@ -695,6 +717,7 @@ def main(argv=None):
                 # Every command that takes one: a quick, quiet error before
                 # TensorFlow and the backend load.
                 check_run_directory(args.run_dir)
+            check_arguments(args)
             if imports_tensorflow(args):
                 import_quietly("tensorflow")  # first, so that its start-up lines are held back
             COMMANDS[args.command](args)

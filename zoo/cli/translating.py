@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 
 from zoo.cli import progress as progress_line
+from zoo.files import check_writable
 from zoo.files import replacing
 
 STDIN = "-"
@@ -37,7 +38,9 @@ STDIN = "-"
 
 def check_arguments(args, error):
     """The mistakes found before the model loads, raised as `error`."""
-    if bool(args.sentences) == bool(args.input):
+    if not args.sentences and not args.input:
+        raise error("nothing to translate: give sentences or --input FILE ('-' for standard input)")
+    if args.sentences and args.input:
         raise error("give sentences to translate or --input FILE ('-' for standard input), not both")
     if args.n_best and args.n_best > args.beam:
         raise error(f"--n-best {args.n_best} needs --beam {args.n_best} or more (got --beam {args.beam})")
@@ -51,6 +54,7 @@ def check_arguments(args, error):
             raise error(f"{flag} {str(path)!r} is a folder; name a file")
         if not path.parent.is_dir():
             raise error(f"{flag} {str(path)!r}: folder {str(path.parent)!r} does not exist")
+        check_writable(path, flag, error)
         if args.input and args.input != STDIN and path.exists() and path.samefile(args.input):
             raise error(f"{flag} {str(path)!r} is the input file; choose another name")
 
@@ -140,7 +144,9 @@ def translate(args, translator, error):
             temporary = stack.enter_context(replacing(args.alignments))
             alignments = stack.enter_context(open(temporary, "w", encoding="utf-8", newline="\n"))
         counter = stack.enter_context(progress_line.shown(args.progress))
+        empty = True
         for start, lines in chunks:
+            empty = False
             translations = translate_lines(
                 translator,
                 lines,
@@ -173,5 +179,10 @@ def translate(args, translator, error):
                 if first is None and translation.target_pieces:
                     first = translation
             out.flush()
+    if empty:
+        # Not an error (an empty file in a pipeline gives an empty output),
+        # but a silent exit 0 looks like a lost translation.
+        name = "standard input" if args.input == STDIN else repr(args.input)
+        sys.stderr.write(f"zoo translate: note: {name} is empty; nothing was translated\n")
     return first
 

@@ -51,6 +51,7 @@ Example:
 
 import contextlib
 import shutil
+import shlex
 from pathlib import Path
 
 import keras
@@ -161,7 +162,8 @@ def export_onnx(
         manifest.update(search=search, limits=limits, quantization=quantization)
         runs.write_json(staging / MANIFEST, manifest)
         shutil.copyfile(onnx_runner.__file__, staging / RUNNER)
-        (staging / README).write_text(folder_readme(manifest), encoding="utf-8")
+        readme = folder_readme(manifest, example_source(config))
+        (staging / README).write_text(readme, encoding="utf-8")
     return out
 
 
@@ -188,9 +190,22 @@ def _search_settings(beam, length_penalty, coverage_penalty, stopping):
     }
 
 
-def folder_readme(manifest):
+def example_source(config):
+    """A sentence in the source language of the run of `config`, for its
+    export's README: one of the embedded corpus for a synthetic-data run (a
+    sentence of another language would only give unknown words); for a run
+    of the user's own corpus, whose language is not recorded, a placeholder."""
+    from zoo.data.synthetic import synthetic_corpus
+
+    if config["training"].get("data") != "synthetic":
+        return "a sentence in the source language"
+    return synthetic_corpus(1, seed=config["training"].get("seed", 0), max_length=8)[0][0]
+
+
+def folder_readme(manifest, example_source="a sentence in the source language"):
     """The README.md of an export folder: how to run it, its inputs,
-    outputs and limits, from its manifest."""
+    outputs and limits, from its manifest; a translator's example command
+    translates `example_source`."""
     translation = manifest["task"] == onnx_runner.TRANSLATION
     source = manifest["source"]
     state = ", ".join(manifest["state"])
@@ -203,7 +218,7 @@ def folder_readme(manifest):
         needs.append("sentencepiece")
     if not translation:
         needs.append("pillow")
-    example = '"A man is riding a bike."' if translation else "photo.jpg"
+    example = shlex.quote(example_source) if translation else "photo.jpg"
     quantized = manifest.get("quantization")
     return f"""# {manifest.get('preset') or manifest['recipe']}: an ONNX export of keras-attention-zoo
 

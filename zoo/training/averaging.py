@@ -76,7 +76,8 @@ def average_run(run_dir, last, out=None):
 
     Raises:
         AveragingError: `last` is not a positive int, the run has fewer
-            epoch checkpoints, or `out` does not end in `.weights.h5`.
+            epoch checkpoints, or `out` does not end in `.weights.h5` or
+            cannot be written.
     """
     from zoo.tasks import check_run_directory
     from zoo.tasks.loading import build_model
@@ -86,6 +87,8 @@ def average_run(run_dir, last, out=None):
         raise AveragingError(f"--last must be an int >= 1; received {last!r}")
     if out is not None and not str(out).endswith(".weights.h5"):
         raise AveragingError(f"--out must end in .weights.h5 (Keras' weights files); got {str(out)!r}")
+    if out is not None:
+        files.check_writable(out, "--out", AveragingError)
     found = checkpoints.epoch_checkpoints(run_dir / runs.CHECKPOINTS)
     if len(found) < last:
         raise AveragingError(

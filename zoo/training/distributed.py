@@ -32,7 +32,6 @@ is asked for or used.
 import atexit
 import contextlib
 import itertools
-import json
 import os
 import shutil
 import tempfile
@@ -44,6 +43,7 @@ from keras import ops
 
 from zoo.errors import ZooUserError
 from zoo.training import PRECISIONS
+from zoo.training import cluster
 from zoo.training import STRATEGIES
 _BACKEND_OF_STRATEGY = {
     "mirrored": "tensorflow",
@@ -78,7 +78,7 @@ def make_strategy(name, devices=None):
 
     Raises:
         DistributionError: an unknown name, a strategy of another backend,
-            or "multi-worker" without `TF_CONFIG`.
+            or "multi-worker" without a valid `TF_CONFIG` (`cluster.check_tf_config`).
     """
     if name is None or not isinstance(name, str):
         return name
@@ -103,16 +103,7 @@ def make_strategy(name, devices=None):
 
     if name == "mirrored":
         return tf.distribute.MirroredStrategy(devices)
-    if not os.environ.get("TF_CONFIG"):
-        raise DistributionError(
-            "strategy 'multi-worker' reads its cluster from TF_CONFIG, which is not set; "
-            'set it on every worker, e.g. TF_CONFIG=\'{"cluster": {"worker": ["host1:port", '
-            '"host2:port"]}, "task": {"type": "worker", "index": 0}}\''
-        )
-    try:
-        json.loads(os.environ["TF_CONFIG"])
-    except json.JSONDecodeError as error:
-        raise DistributionError(f"TF_CONFIG is not valid JSON: {error}") from None
+    cluster.check_tf_config(os.environ.get("TF_CONFIG"), DistributionError)
     return tf.distribute.MultiWorkerMirroredStrategy()
 
 

@@ -28,7 +28,51 @@ def test_list_shows_every_preset(capsys):
 
 def test_unknown_preset_is_one_line(capsys):
     code, _, err = run_cli(capsys, "train", "rnnsaerch_small")
-    assert_one_line_error(code, err, "rnnsaerch_small", "zoo list")
+    assert_one_line_error(code, err, "rnnsaerch_small", "did you mean 'rnnsearch_small'?", "zoo list")
+
+
+@pytest.mark.backend_independent
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["train", "rnnsaerch_small"], ["unknown preset"]),
+        (["translate", "RUN"], ["nothing to translate"]),
+    ],
+)
+def test_argument_mistakes_are_refused_before_keras_loads(tmp_path, argv, words):
+    # A run directory that passes the quick check, so that `translate`
+    # reaches its arguments.
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("config.json", "model.weights.h5", "source.vocab", "target.vocab"):
+        (run / name).write_text("{}")
+    argv = [str(run) if word == "RUN" else word for word in argv]
+    script = (
+        "import sys; from zoo import cli; code = cli.main(sys.argv[1:]); "
+        "print(code, *sorted({'keras', 'tensorflow'} & set(sys.modules)))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, *argv], capture_output=True, text=True, timeout=120
+    )
+    assert result.stdout.split() == [str(cli.USER_ERROR)], result.stderr
+    assert_one_line_error(cli.USER_ERROR, result.stderr, *words)
+
+
+def test_help_texts(capsys):
+    """Every option of the decoding commands is explained, and `zoo caption`
+    names the image formats that the exports read (docs/serving.md)."""
+    from zoo.export.onnx_runner import IMAGE_FORMATS
+
+    helps = {}
+    for command in ("list", "evaluate", "translate", "caption", "export"):
+        with pytest.raises(SystemExit):
+            cli.main([command, "-h"])
+        helps[command] = " ".join(capsys.readouterr().out.split())
+    assert "List the presets" in helps["list"]
+    for command in ("evaluate", "translate", "caption", "export"):
+        assert "--length-penalty A GNMT length penalty" in helps[command], command
+    for name in IMAGE_FORMATS:
+        assert name.lower() in helps["caption"].lower(), name
 
 
 def test_missing_run_directory_is_one_line(capsys, tmp_path):

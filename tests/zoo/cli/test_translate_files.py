@@ -10,6 +10,7 @@ with a tiny untrained run.
 
 import doctest
 import io
+import os
 import re
 
 import numpy as np
@@ -100,7 +101,7 @@ def numbered(i):
     return f"the dog {' '.join(str(i))} ."
 
 
-@pytest.mark.parametrize("count", [0, 1, 10_000])
+@pytest.mark.parametrize("count", [1, 10_000])
 def test_every_line_is_translated_in_input_order(capsys, echo, run_dir, tmp_path, count):
     lines = [numbered(i) for i in range(count)]
     source = tmp_path / "in.txt"
@@ -109,6 +110,17 @@ def test_every_line_is_translated_in_input_order(capsys, echo, run_dir, tmp_path
     assert code == 0, err
     assert out.splitlines() == echoed(echo, lines)
     assert len(out.splitlines()) == count and err == ""
+
+
+def test_an_empty_file_gives_an_empty_output_and_a_note(capsys, echo, run_dir, tmp_path):
+    source, output = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("")
+    code, out, err = run_cli(
+        capsys, "translate", str(run_dir), "--input", str(source), "--output", str(output)
+    )
+    assert code == 0 and out == ""
+    assert output.read_text() == ""
+    assert err == f"zoo translate: note: {str(source)!r} is empty; nothing was translated\n"
 
 
 def test_blank_lines_give_blank_lines_without_decoding(capsys, echo, run_dir, tmp_path):
@@ -181,10 +193,19 @@ def test_output_file_holds_the_translations(capsys, echo, run_dir, tmp_path):
 @pytest.mark.parametrize(
     "options, words",
     [
-        ((), ["sentences", "--input"]),
+        ((), ["nothing to translate", "sentences", "--input"]),
         (("the dog", "--input", "x"), ["not both"]),
         (("--input", "/nowhere/in.txt"), ["/nowhere/in.txt"]),
         (("the dog", "--output", "/nowhere/out.txt"), ["/nowhere"]),
+        # A folder that refuses new files even to root (Linux's /proc).
+        pytest.param(
+            ("the dog", "--output", "/proc/out.txt"), ["cannot write --output", "/proc/out.txt"],
+            marks=pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc"),
+        ),
+        pytest.param(
+            ("the dog", "--alignments", "/proc/a.txt"), ["cannot write --alignments"],
+            marks=pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc"),
+        ),
         (("the dog", "--n-best", "3", "--beam", "2"), ["--n-best 3", "--beam"]),
     ],
 )

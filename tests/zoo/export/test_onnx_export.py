@@ -10,6 +10,7 @@ same files, and the folder, copied alone, runs with `python run.py` where
 tensorflow, keras and zoo cannot be imported.
 """
 
+import re
 from pathlib import Path
 
 import keras
@@ -63,7 +64,25 @@ def test_export_writes_the_graphs_vocabularies_and_manifest(exports, preset):
     readme = (out / "README.md").read_text()
     assert f"max_batch` = {onnx_runner.DEFAULT_LIMITS['max_batch']}" in readme
     assert "python run.py" in readme
+    if manifest["task"] == "translation":  # the example is in the run's (synthetic) language
+        example = re.search(r"python run.py '(.*)'\n", readme).group(1)
+        assert set(re.findall(r"\w+", example)) <= synthetic_source_words(), example
     assert not [p.name for p in out.parent.iterdir() if p.name.startswith(".")], "temporary left"
+
+
+def synthetic_source_words():
+    """The words of the embedded corpus's source language."""
+    from zoo.data import synthetic
+
+    return {
+        word
+        for group in (
+            synthetic.DETERMINERS, synthetic.NOUNS, synthetic.ADJECTIVES,
+            synthetic.TRANSITIVE_VERBS, synthetic.INTRANSITIVE_VERBS, synthetic.SPEECH_VERBS,
+            synthetic.PREPOSITIONS, synthetic.CONJUNCTIONS,
+        )
+        for word in group
+    }
 
 
 def assert_same_outputs(got, expected, n_best=False):

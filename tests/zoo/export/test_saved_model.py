@@ -393,6 +393,16 @@ def test_existing_output_is_refused_unless_overwrite(capsys, caption_run, tmp_pa
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
 
 
+@pytest.mark.parametrize("format", ["saved_model", "onnx"])
+def test_an_output_that_cannot_be_written_is_one_line(capsys, translation_run, tmp_path, format):
+    blocker = tmp_path / "notes.txt"  # a file where the output's folder should be
+    blocker.write_text("keep me")
+    out = blocker / "export"
+    code, _, err = run_cli(capsys, "export", str(translation_run), "--format", format, "--out", str(out))
+    assert_one_line_error(code, err, "cannot write --out", str(out))
+    assert blocker.read_text() == "keep me"
+
+
 @pytest.mark.parametrize(
     "run, policy, words",
     [

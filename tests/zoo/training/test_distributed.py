@@ -228,6 +228,32 @@ def test_multi_worker_without_tf_config_is_one_line(capsys, monkeypatch):
     assert_one_line_error(code, err, "TF_CONFIG")
 
 
+WORKERS = {"worker": ["localhost:12345", "localhost:12346"]}
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize(
+    "tf_config, words",
+    [
+        ([], ['must be a JSON object with "cluster" and "task"', "list"]),
+        ({"cluster": WORKERS}, ['no "task"']),
+        ({"cluster": WORKERS, "task": {"type": "worker", "index": 2}}, ["task index 2", "0 to 1"]),
+        ({"cluster": "localhost:12345", "task": {"type": "worker", "index": 0}}, ['"cluster"']),
+        ({"cluster": WORKERS, "task": {"type": "ps", "index": 0}}, ["task type 'ps'", "'worker'"]),
+        ({"cluster": {**WORKERS, "ps": ["h:1"]}, "task": {"type": "worker", "index": 0}},
+         ["task type 'ps'", "chief and worker"]),
+    ],
+)
+def test_a_bad_tf_config_is_one_line_before_training(capsys, monkeypatch, tmp_path, tf_config, words):
+    monkeypatch.setenv("TF_CONFIG", json.dumps(tf_config))
+    code, _, err = run_cli(
+        capsys, "train", "rnnsearch_small", "--strategy", "multi-worker", "--out", str(tmp_path / "r"),
+        "--train-size", "32", "--valid-size", "8", "--test-size", "0", "--epochs", "1",
+    )
+    assert_one_line_error(code, err, "TF_CONFIG", *words)
+    assert not (tmp_path / "r").exists()
+
+
 @pytest.mark.parametrize("option", ["--strategy", "--mixed-precision"])
 def test_unknown_names_are_usage_errors(capsys, option):
     with pytest.raises(SystemExit) as exit_info:

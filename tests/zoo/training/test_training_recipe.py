@@ -312,6 +312,10 @@ def test_average_of_the_last_checkpoints_is_their_mean_and_the_run_uses_it(tiny_
     assert_one_line_error(code, err, "2 intact epoch checkpoint", "--last 3")
     code, _, err = run_cli(capsys, "average", str(tiny_run), "--last", "2", "--out", "x.h5")
     assert_one_line_error(code, err, ".weights.h5", "x.h5")
+    # A file where --out's folder should be (as root, chmod would not stop a write).
+    out = tiny_run / runs.CONFIG / "a.weights.h5"
+    code, _, err = run_cli(capsys, "average", str(tiny_run), "--last", "2", "--out", str(out))
+    assert_one_line_error(code, err, "cannot write --out", str(out))
 
 
 @pytest.mark.tensorflow_only
