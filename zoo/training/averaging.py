@@ -71,6 +71,7 @@ def average_run(run_dir, last, out=None):
             epoch checkpoints, or `out` does not end in `.weights.h5`.
     """
     from zoo.tasks import check_run_directory
+    from zoo.tasks import write_run_manifest
     from zoo.tasks.loading import build_model
 
     run_dir = check_run_directory(run_dir)
@@ -100,4 +101,5 @@ def average_run(run_dir, last, out=None):
     runs.write_json(
         run_dir / AVERAGE_MANIFEST, {"checkpoints": names, "unaveraged": UNAVERAGED_WEIGHTS}
     )
+    write_run_manifest(run_dir)
     return run_dir / runs.WEIGHTS, names
