@@ -1,4 +1,6 @@
-"""The one way zoo writes its outputs, and the one check of an output folder.
+"""The one way zoo writes its outputs, the one check of an output folder,
+and the one checksum of a file it wrote (checkpoints' and run directories'
+manifests).
 
 A file or folder is written under a hidden temporary name beside its place
 (the same file system, so the rename is atomic) and renamed into place when
@@ -8,6 +10,7 @@ before TensorFlow loads.
 """
 
 import contextlib
+import hashlib
 import os
 import shutil
 import tempfile
@@ -90,3 +93,36 @@ def check_writable(path, flag, error, make_folder=False):
         raise error(
             f"cannot write {flag} {str(path)!r}: {cause.strerror}; choose another {flag}"
         ) from None
+
+
+def sha256(path):
+    """The SHA-256 of the file at `path`, as hex, read a megabyte at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fingerprint(path):
+    """What a manifest records of a file: {"bytes": size, "sha256": hex}."""
+    return {"bytes": Path(path).stat().st_size, "sha256": sha256(path)}
+
+
+def fingerprint_problem(path, expected):
+    """Why the file at `path` is not the one `expected` (a `fingerprint`)
+    describes: a phrase naming the file, or None when it matches.
+
+    The size is compared first: it is cheap, and a truncated file is the
+    most common damage (a full disk, an interrupted copy).
+    """
+    path = Path(path)
+    if not path.is_file():
+        return f"{path.name} is missing"
+    size = path.stat().st_size
+    if size != expected["bytes"]:
+        guess = "truncated?" if size < expected["bytes"] else "damaged"
+        return f"{path.name} has {size} bytes, not {expected['bytes']} ({guess})"
+    if sha256(path) != expected["sha256"]:
+        return f"{path.name} does not match its checksum (damaged)"
+    return None

@@ -20,12 +20,17 @@
                          learning rate per epoch)
     history.csv          loss (and val_loss, val_bleu) per epoch
     metrics.json         final figures (loss, time, tokens per second, BLEU)
+    manifest.json        the size and SHA-256 of each file `zoo.load` reads
+                         (config.json, the vocabularies, model.weights.h5),
+                         written last, whenever those are (train, average)
 
 `zoo.load(DIR)` reopens it as a `Translator` or a `Captioner`. Files are written to a
-temporary name and renamed, so a crash never leaves a half-written one.
+temporary name and renamed, so a crash never leaves a half-written one; the
+manifest catches those damaged later (`check_manifest`).
 """
 
 import json
+import logging
 from pathlib import Path
 
 from zoo import files
@@ -47,6 +52,12 @@ CHECKPOINTS = "checkpoints"
 BEST_WEIGHTS = "best.weights.h5"
 BEST_MANIFEST = "best.json"
 TENSORBOARD = "tensorboard"
+MANIFEST = "manifest.json"
+
+logger = logging.getLogger(__name__)
+# The runs without a manifest already warned about, so that a command that
+# checks a run twice (the CLI, then `zoo.load`) warns once.
+_UNCHECKED_WARNED = set()
 
 
 class RunDirectoryError(ZooUserError):
@@ -87,3 +98,46 @@ def read_json(path):
         return json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as error:
         raise RunDirectoryError(f"cannot read {path}: {error}") from None
+
+
+def write_manifest(run_dir, names):
+    """Records the size and SHA-256 of the run's files `names` in its
+    manifest.json, which `check_manifest` later holds them to."""
+    run_dir = Path(run_dir)
+    recorded = {name: files.fingerprint(run_dir / name) for name in names}
+    write_json(run_dir / MANIFEST, {"files": recorded})
+
+
+def check_manifest(run_dir):
+    """Raises a one-line `RunDirectoryError` naming the first file of
+    `run_dir` that is not what its manifest.json recorded (truncated,
+    damaged, changed in place).
+
+    A run written before runs had a manifest is loaded unchecked, with a
+    warning, once per process.
+    """
+    run_dir = Path(run_dir)
+    path = run_dir / MANIFEST
+    if not path.is_file():
+        if run_dir.resolve() not in _UNCHECKED_WARNED:
+            _UNCHECKED_WARNED.add(run_dir.resolve())
+            logger.warning(
+                "run directory %r has no %s (written by an older zoo): its files are "
+                "loaded unchecked; retrain it to have them checked",
+                str(run_dir),
+                MANIFEST,
+            )
+        return
+    recorded = read_json(path).get("files")
+    if not isinstance(recorded, dict):
+        raise RunDirectoryError(f"{path} lists no files; restore it from a copy or retrain the run")
+    for name, expected in recorded.items():
+        try:
+            problem = files.fingerprint_problem(run_dir / name, expected)
+        except (KeyError, TypeError):
+            problem = f"{name}'s entry in {MANIFEST} is unreadable"
+        if problem:
+            raise RunDirectoryError(
+                f"run directory {str(run_dir)!r}: {problem}; restore {name} from a copy "
+                "or retrain the run"
+            )

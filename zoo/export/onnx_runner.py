@@ -175,6 +175,28 @@ def default_session_options(intra_op_threads=0):
     return options
 
 
+def _session(path, options, providers):
+    """An onnxruntime session of the graph file `path`, or a one-line
+    `ExportFolderError` naming it when onnxruntime cannot read it (a
+    truncated or damaged file)."""
+    import onnxruntime
+    # onnxruntime's own exception classes: a damaged file is the user's to
+    # fix, not a bug (onnxruntime exports them only from here).
+    from onnxruntime.capi.onnxruntime_pybind11_state import Fail
+    from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
+    from onnxruntime.capi.onnxruntime_pybind11_state import InvalidGraph
+    from onnxruntime.capi.onnxruntime_pybind11_state import InvalidProtobuf
+
+    try:
+        return onnxruntime.InferenceSession(str(path), options, providers=providers)
+    except (Fail, InvalidArgument, InvalidGraph, InvalidProtobuf) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ExportFolderError(
+            f"cannot load {path}: {reason}; if the file is truncated or damaged, "
+            "export the run again with `zoo export RUN_DIR --format onnx`"
+        ) from None
+
+
 class OnnxModel:
     """An exported model's encode / decode_step, run by onnxruntime.
 
@@ -210,11 +232,9 @@ class OnnxModel:
         encoder_options = session_options or default_session_options()
         step_options = session_options or default_session_options(intra_op_threads=1)
         graphs = self.manifest["graphs"]
-        self.encoder = onnxruntime.InferenceSession(
-            str(self.folder / graphs["encoder"]["file"]), encoder_options, providers=providers
-        )
-        self.decoder = onnxruntime.InferenceSession(
-            str(self.folder / graphs["decoder_step"]["file"]), step_options, providers=providers
+        self.encoder = _session(self.folder / graphs["encoder"]["file"], encoder_options, providers)
+        self.decoder = _session(
+            self.folder / graphs["decoder_step"]["file"], step_options, providers
         )
         self.pad_id = self.manifest["pad_id"]
         self.bos_id = self.manifest["bos_id"]

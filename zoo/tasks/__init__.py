@@ -32,16 +32,38 @@ def task_for(description):
 
 
 def check_run_directory(run_dir):
-    """The run directory as a Path, or a one-line error saying what is missing."""
+    """The run directory as a Path, or a one-line error saying what is
+    missing, damaged (see `zoo.runs.check_manifest`) or unknown."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise runs.RunDirectoryError(f"run directory {str(run_dir)!r} does not exist")
-    config = run_dir / runs.CONFIG
-    config = runs.read_json(config) if config.is_file() else {}
+    config_path = run_dir / runs.CONFIG
+    config = runs.read_json(config_path) if config_path.is_file() else {}
+    _check_names(config, config_path)
     missing = [name for name in task_for(config).run_files(config) if not (run_dir / name).is_file()]
     if missing:
         raise runs.RunDirectoryError(
             f"run directory {str(run_dir)!r} is incomplete: missing "
             f"{', '.join(missing)} (did its training finish?)"
         )
+    runs.check_manifest(run_dir)
     return run_dir
+
+
+def _check_names(config, path):
+    """Refuses a run config naming a recipe or task this zoo does not have
+    (a run of a newer zoo, or a hand-edited file)."""
+    for key, known in (("recipe", registry.RECIPES), ("task", TASKS)):
+        if key in config and config[key] not in known:
+            raise runs.RunDirectoryError(
+                f"{path} names an unknown {key} {config[key]!r}; the known {key}s are "
+                f"{', '.join(known)}"
+            )
+
+
+def write_run_manifest(run_dir):
+    """Writes the manifest of the files `zoo.load` reads from the finished
+    run `run_dir` (`zoo.runs.write_manifest`); call it after the last of them."""
+    run_dir = Path(run_dir)
+    config = runs.read_json(run_dir / runs.CONFIG)
+    runs.write_manifest(run_dir, task_for(config).run_files(config))

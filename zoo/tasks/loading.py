@@ -33,7 +33,9 @@ def load(run_dir):
     model = build_model(config)
     try:
         model.load_weights(run_dir / runs.WEIGHTS)
-    except (OSError, ValueError) as error:
+    # h5py reports a damaged file as a KeyError or a RuntimeError (a run
+    # without a manifest reaches here damaged).
+    except (OSError, ValueError, KeyError, RuntimeError) as error:
         raise runs.RunDirectoryError(
             f"cannot load the weights in {run_dir / runs.WEIGHTS}: {error}"
         ) from None

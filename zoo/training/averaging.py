@@ -80,6 +80,7 @@ def average_run(run_dir, last, out=None):
             cannot be written.
     """
     from zoo.tasks import check_run_directory
+    from zoo.tasks import write_run_manifest
     from zoo.tasks.loading import build_model
 
     run_dir = check_run_directory(run_dir)
@@ -111,4 +112,5 @@ def average_run(run_dir, last, out=None):
     runs.write_json(
         run_dir / AVERAGE_MANIFEST, {"checkpoints": names, "unaveraged": UNAVERAGED_WEIGHTS}
     )
+    write_run_manifest(run_dir)
     return run_dir / runs.WEIGHTS, names

@@ -20,7 +20,6 @@ from its beginning; this module keeps the previous checkpoint until the next
 is complete and resumes inside an epoch.
 """
 
-import hashlib
 import json
 import logging
 import re
@@ -29,6 +28,7 @@ from typing import NamedTuple
 
 import keras
 
+from zoo import files
 from zoo import runs
 
 logger = logging.getLogger(__name__)
@@ -69,14 +69,6 @@ def checkpoint_name(epochs_done, steps_done=0):
     return f"epoch-{epochs_done:02d}"
 
 
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def save_checkpoint(model, folder, epochs_done, steps_done=0):
     """Writes the checkpoint of `model` (weights and optimizer state) atomically.
 
@@ -93,8 +85,7 @@ def save_checkpoint(model, folder, epochs_done, steps_done=0):
             "weights": weights.name,
             "epochs_done": epochs_done,
             "steps_done": steps_done,
-            "bytes": weights.stat().st_size,
-            "sha256": _sha256(weights),
+            **files.fingerprint(weights),
             "optimizer_steps": _optimizer_steps(model),
             "seed_states": [
                 keras.ops.convert_to_numpy(state).tolist() for state in _seed_states(model)
@@ -163,17 +154,13 @@ def _check(manifest_path):
     try:
         manifest = json.loads(manifest_path.read_text())
         weights = manifest_path.with_name(manifest["weights"])
-        expected_size, expected_digest = manifest["bytes"], manifest["sha256"]
+        expected = {"bytes": manifest["bytes"], "sha256": manifest["sha256"]}
         position = int(manifest["epochs_done"]), int(manifest["steps_done"])
     except (OSError, ValueError, KeyError, TypeError) as error:
         return None, f"its manifest {manifest_path.name} is unreadable ({error})"
-    if not weights.is_file():
-        return None, f"{weights.name} is missing"
-    size = weights.stat().st_size
-    if size != expected_size:
-        return None, f"{weights.name} has {size} bytes, not {expected_size} (truncated?)"
-    if _sha256(weights) != expected_digest:
-        return None, f"{weights.name} does not match its checksum (damaged)"
+    problem = files.fingerprint_problem(weights, expected)
+    if problem:
+        return None, problem
     return Checkpoint(weights, *position), None
 
 

@@ -22,6 +22,7 @@ from zoo import registry
 from zoo import runs
 from zoo.errors import ZooUserError
 from zoo.tasks import task_for
+from zoo.tasks import write_run_manifest
 from zoo.recipes.contract import SPECIAL_TOKENS
 from zoo.recipes.seq2seq import default_jit_compile
 
@@ -304,6 +305,7 @@ def write_untrained_run(
     }
     runs.write_json(out / runs.CONFIG, config)
     runs.save_weights(build_model(config), out / runs.WEIGHTS)
+    write_run_manifest(out)
     return out
 
 
@@ -597,6 +599,8 @@ def train(
     if continue_run:
         averaging.forget_average(out)
     runs.save_weights(model, out / runs.WEIGHTS)
+    # Before averaging, which checks the run and then writes its own.
+    write_run_manifest(out)
     averaged = _average_last_checkpoints(model, out, training.get("average_last", 0))
 
     epochs_run = training["epochs"] - epochs_done - steps_done / batches_per_epoch

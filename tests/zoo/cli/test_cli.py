@@ -16,6 +16,7 @@ from cli_checks import train_keeping_the_model
 import zoo
 from zoo import cli
 from zoo import registry
+from zoo import runs
 from zoo.inference.translator import Translator
 
 
@@ -139,7 +140,7 @@ def tiny_run(trained):
 
 @pytest.mark.tensorflow_only
 def test_train_writes_a_complete_run_directory(tiny_run):
-    for name in ("config.json", "shared.model", "model.weights.h5",
+    for name in ("config.json", "shared.model", "model.weights.h5", "manifest.json",
                  "history.csv", "metrics.json", "checkpoints/epoch-01.weights.h5"):
         assert (tiny_run / name).is_file(), name
     assert not list(tiny_run.glob("*.vocab")) and not list(tiny_run.glob("source.*"))
@@ -258,6 +259,85 @@ def test_incomplete_run_directory_is_one_line(capsys, tiny_run, tmp_path):
     (broken / "config.json").write_text((tiny_run / "config.json").read_text())
     code, _, err = run_cli(capsys, "evaluate", str(broken))
     assert_one_line_error(code, err, "incomplete", "model.weights.h5")
+
+
+def copy_of_run(run, folder):
+    """The run directory's files (not its checkpoints) copied into `folder`."""
+    folder.mkdir()
+    for path in run.iterdir():
+        if path.is_file():
+            (folder / path.name).write_bytes(path.read_bytes())
+    return folder
+
+
+def double_a_weight_in_place(path):
+    """Weight values overwritten where they are: the file keeps its size."""
+    import h5py
+
+    with h5py.File(path, "r+") as weights:
+        names = []
+        weights.visititems(lambda name, item: names.append(name) if getattr(item, "ndim", 0) == 2 else None)
+        weights[names[0]][...] *= 2
+
+
+def random_bytes_into(path):
+    """A megabyte of random bytes written over the file from its 1000th byte."""
+    with open(path, "r+b") as file:
+        file.seek(1000)
+        file.write(np.random.default_rng(0).bytes(1 << 20))
+
+
+def truncate(path):
+    path.write_bytes(path.read_bytes()[:1000])
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize(
+    "command, name, damage, says",
+    [
+        ("translate", "model.weights.h5", double_a_weight_in_place, "does not match its checksum"),
+        ("export", "model.weights.h5", random_bytes_into, ""),
+        ("evaluate", "shared.model", truncate, "has 1000 bytes, not"),
+    ],
+)
+def test_a_damaged_run_file_is_one_line_naming_it(
+    capsys, tiny_run, tmp_path, command, name, damage, says
+):
+    run = copy_of_run(tiny_run, tmp_path / "run")
+    damage(run / name)
+    arguments = {"translate": ["a dog ."], "export": ["--out", str(tmp_path / "exported")]}
+    code, _, err = run_cli(capsys, command, str(run), *arguments.get(command, []))
+    assert_one_line_error(code, err, f"{name} {says}", f"restore {name}")
+    with pytest.raises(runs.RunDirectoryError, match=f"{name} {says}"):
+        zoo.load(run)
+
+
+@pytest.mark.tensorflow_only
+def test_a_run_without_manifest_warns_and_damaged_weights_are_still_one_line(
+    capsys, tiny_run, tmp_path
+):
+    run = copy_of_run(tiny_run, tmp_path / "run")
+    (run / "manifest.json").unlink()  # as a run written before manifests
+    random_bytes_into(run / "model.weights.h5")
+    code, _, err = run_cli(capsys, "translate", str(run), "a dog .")
+    lines = err.strip().splitlines()
+    assert code == cli.USER_ERROR and "Traceback" not in err and len(lines) == 2
+    assert "no manifest.json" in lines[0] and "loaded unchecked" in lines[0]
+    assert "cannot load the weights in" in lines[1] and "model.weights.h5" in lines[1]
+
+
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize("command", ["translate", "evaluate", "export"])
+def test_a_config_naming_an_unknown_recipe_is_one_line(capsys, tiny_run, tmp_path, command):
+    run = copy_of_run(tiny_run, tmp_path / "run")
+    config = json.loads((run / "config.json").read_text())
+    config["recipe"] = "no_such_recipe"
+    (run / "config.json").write_text(json.dumps(config))
+    arguments = {"translate": ["a dog ."], "export": ["--out", str(tmp_path / "exported")]}
+    code, _, err = run_cli(capsys, command, str(run), *arguments.get(command, []))
+    assert_one_line_error(
+        code, err, "unknown recipe 'no_such_recipe'", str(run / "config.json"), "rnnsearch, luong"
+    )
 
 
 def test_a_zero_validation_size_is_a_usage_error(capsys):

@@ -90,15 +90,18 @@ WEIGHT_SCALE = 3.0
 
 
 def sharpen_weights(run_dir):
-    """Scales every matrix of the run's weights by `WEIGHT_SCALE`."""
+    """Scales every matrix of the run's weights by `WEIGHT_SCALE` (and
+    writes the run's manifest again, as a writer of weights does)."""
     import zoo
     from zoo import runs
+    from zoo.tasks import write_run_manifest
 
     model = zoo.load(run_dir).model
     for weight in model.weights:
         if len(weight.shape) >= 2:
             weight.assign(weight.numpy() * WEIGHT_SCALE)
     model.save_weights(run_dir / runs.WEIGHTS)
+    write_run_manifest(run_dir)
 
 
 class Exported(NamedTuple):

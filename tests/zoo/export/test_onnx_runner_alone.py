@@ -134,6 +134,21 @@ def test_run_py_captions_image_files(exports, tmp_path):
     assert result.stdout.decode().splitlines() == [c.text for c in keras_side.caption(IMAGES[:2])]
 
 
+@pytest.mark.parametrize("keep", [0.5, 0.0])
+def test_a_truncated_graph_is_one_line_naming_it(exports, tmp_path, keep):
+    """run.py on its own (nothing of zoo importable), with decoder_step.onnx
+    cut to half, or to nothing."""
+    folder = alone(exports, "rnnsearch_small", tmp_path)
+    graph = folder / onnx_runner.DECODER_STEP
+    graph.write_bytes(graph.read_bytes()[: int(graph.stat().st_size * keep)])
+    result = run_alone(folder, "run.py", SENTENCES[0])
+    error = result.stderr.decode()
+    assert result.returncode == 2 and "Traceback" not in error
+    assert error.count("\n") == 1, error
+    assert "cannot load" in error and graph.name in error
+    assert "zoo export RUN_DIR --format onnx" in error
+
+
 # --- the command line, in this process (`main(argv, folder)`) ----------------
 
 

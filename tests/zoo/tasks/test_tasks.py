@@ -1,7 +1,9 @@
 """zoo.tasks: the Task objects, their lookup and the run-directory check."""
 
 import json
+import logging
 
+import numpy as np
 import pytest
 
 from zoo import registry
@@ -11,6 +13,7 @@ from zoo.tasks import CAPTIONING
 from zoo.tasks import TRANSLATION
 from zoo.tasks import check_run_directory
 from zoo.tasks import task_for
+from zoo.tasks import write_run_manifest
 
 pytestmark = pytest.mark.backend_independent
 
@@ -96,3 +99,79 @@ def test_run_directory_check_names_the_missing_files_of_its_task(tmp_path, task)
 def test_a_missing_run_directory_is_refused(tmp_path):
     with pytest.raises(runs.RunDirectoryError, match="does not exist"):
         check_run_directory(tmp_path / "none")
+
+
+def _finished_run(folder):
+    """A translation run directory with stand-in files and its manifest."""
+    (folder / runs.CONFIG).write_text(json.dumps({"task": "translation", "recipe": "rnnsearch"}))
+    for name in TRANSLATION.run_files({})[1:]:
+        (folder / name).write_bytes(bytes(range(256)) * 8)
+    write_run_manifest(folder)
+    return folder
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[:100])
+
+
+def _random_bytes_inside(path):
+    # 512 of the 2048 bytes kept, then 4096 random ones: 4608 bytes.
+    data = bytearray(path.read_bytes())
+    data[512:] = np.random.default_rng(0).bytes(4096)
+    path.write_bytes(bytes(data))
+
+
+def _values_overwritten_in_place(path):
+    with open(path, "r+b") as file:
+        file.seek(1000)
+        file.write(b"\x00" * 8)
+
+
+@pytest.mark.parametrize(
+    "name, damage, says",
+    [
+        (runs.TARGET_VOCABULARY, _truncate, "has 100 bytes, not 2048 (truncated?)"),
+        (runs.WEIGHTS, _random_bytes_inside, "has 4608 bytes, not 2048 (damaged)"),
+        (runs.WEIGHTS, _values_overwritten_in_place, "does not match its checksum (damaged)"),
+        (runs.SOURCE_VOCABULARY, _values_overwritten_in_place, "does not match its checksum"),
+    ],
+)
+def test_the_run_manifest_names_each_damaged_file(tmp_path, name, damage, says):
+    run = _finished_run(tmp_path)
+    assert check_run_directory(run) == run
+    damage(run / name)
+    with pytest.raises(runs.RunDirectoryError) as error:
+        check_run_directory(run)
+    message = str(error.value)
+    assert f"{name} {says}" in message and f"restore {name}" in message
+    assert "\n" not in message
+
+
+def test_a_changed_config_is_caught_by_the_manifest(tmp_path):
+    run = _finished_run(tmp_path)
+    (run / runs.CONFIG).write_text(json.dumps({"task": "translation", "recipe": "luong"}))
+    with pytest.raises(runs.RunDirectoryError, match="config.json has .* bytes, not"):
+        check_run_directory(run)
+
+
+def test_a_run_without_manifest_loads_with_one_warning(tmp_path, caplog):
+    run = _finished_run(tmp_path)
+    (run / runs.MANIFEST).unlink()
+    with caplog.at_level(logging.WARNING, logger="zoo"):
+        assert check_run_directory(run) == run
+        assert check_run_directory(run) == run
+    warnings = [r.getMessage() for r in caplog.records if runs.MANIFEST in r.getMessage()]
+    assert len(warnings) == 1 and "loaded unchecked" in warnings[0]
+
+
+@pytest.mark.parametrize("key, value", [("recipe", "no_such_recipe"), ("task", "dancing")])
+def test_a_config_naming_an_unknown_recipe_or_task_is_one_line(tmp_path, key, value):
+    run = _finished_run(tmp_path)
+    config = json.loads((run / runs.CONFIG).read_text())
+    config[key] = value
+    (run / runs.CONFIG).write_text(json.dumps(config))
+    with pytest.raises(runs.RunDirectoryError) as error:
+        check_run_directory(run)
+    message = str(error.value)
+    assert f"{run / runs.CONFIG} names an unknown {key} {value!r}" in message
+    assert ("rnnsearch" if key == "recipe" else "captioning") in message
