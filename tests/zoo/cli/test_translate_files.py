@@ -297,13 +297,22 @@ def test_evaluate_shows_progress_with_the_total(capsys, echo, run_dir, tmp_path)
 
 
 def test_progress_counts_and_rate():
-    clock = iter([0.0, 1.0, 2.0]).__next__
+    clock = iter([0.0, 1.0, 2.0, 3.0]).__next__
     stream = io.StringIO()
     with progress.Progress(total=10, stream=stream, clock=clock) as counter:
         counter(4)  # t=1: the first update is shown
-    # Not a terminal: one line per update shown, and the last at the end.
+        counter(6)  # t=2: too soon after it for a log file
+    # Not a terminal: one line per update shown, and the final count at the end.
     assert stream.getvalue().splitlines() == [
-        "4/10 sentences, 4.0 sentences/s", "4/10 sentences, 2.0 sentences/s"
+        "4/10 sentences, 4.0 sentences/s", "10/10 sentences, 3.3 sentences/s"
     ]
+
+
+def test_a_log_file_gets_the_final_count_once():
+    clock = iter([0.0, 1.0, 2.0]).__next__
+    stream = io.StringIO()
+    with progress.Progress(total=4, stream=stream, clock=clock) as counter:
+        counter(4)  # shown: the first update
+    assert stream.getvalue().splitlines() == ["4/4 sentences, 4.0 sentences/s"]
     assert progress.wanted(None, io.StringIO()) is False
     assert progress.wanted(True, io.StringIO()) is True
