@@ -54,5 +54,8 @@ def test_demo_layers_trains_and_shows_every_attention_layer(capsys, monkeypatch)
     for name in layer_demo.attention_layers():
         assert f"== {name}" in printed
     assert printed.count("token accuracy") == len(layer_demo.attention_layers())
+    # Local-p's accuracy is explained where it is printed.
+    local_p = printed.split("== LocalAttention(mode='local-p'")[1].split("==")[0]
+    assert "why it may stand lower: local-p learns its window centre" in local_p
     # One alignment matrix per layer: a row per target position.
     assert printed.count("    target  0 |") == len(layer_demo.attention_layers())
