@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import tomllib
+import warnings
 from pathlib import Path
 
 import keras
@@ -88,6 +89,20 @@ def test_a_module_missing_from_zoo_itself_stays_a_bug_with_its_traceback(capsys,
     monkeypatch.setitem(cli.COMMANDS, "bench", lambda args: __import__("zoo_no_such_module"))
     with pytest.raises(ModuleNotFoundError, match="zoo_no_such_module"):
         cli.main(["bench", "decode"])
+
+
+@pytest.mark.backend_independent
+def test_setuptools_reads_the_project_table_without_a_deprecation_warning():
+    # A deprecated form (the license as a table) is printed on every install.
+    from setuptools.config.pyprojecttoml import apply_configuration
+    from setuptools.dist import Distribution
+    from setuptools.warnings import SetuptoolsDeprecationWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SetuptoolsDeprecationWarning)
+        distribution = apply_configuration(Distribution(), REPOSITORY / "pyproject.toml")
+    assert distribution.metadata.license_expression == "Apache-2.0"
+    assert [Path(name).name for name in distribution.metadata.license_files] == ["LICENSE"]
 
 
 def test_the_layer_demo_and_the_listing_need_only_keras():
@@ -217,7 +232,7 @@ def test_installs_without_the_extra_and_trains_a_model_of_our_layers_on_jax(tmp_
     # The package as pip builds it, from a copy, so no build output lands in the checkout.
     source = tmp_path / "source"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md", "layers", "recipes", "zoo"):
+    for name in ("pyproject.toml", "README.md", "LICENSE", "layers", "recipes", "zoo"):
         if (REPOSITORY / name).is_dir():
             shutil.copytree(
                 REPOSITORY / name, source / name, ignore=shutil.ignore_patterns("__pycache__")

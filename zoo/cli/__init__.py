@@ -565,7 +565,14 @@ def command_translate(args):
 
     translator = open_run(args, "translate")
     first = translating.translate(args, translator, UserError)
-    if args.plot and first is not None:
+    if args.plot and first is not None and not first.alignment.any():
+        # An all-zero matrix would plot as a black square that says nothing.
+        print(
+            f"zoo translate: --plot: nothing plotted, the model ({translator.config['recipe']}) "
+            "has no attention (its attention is all zero)",
+            file=sys.stderr,
+        )
+    elif args.plot and first is not None:
         path = plots.plot_alignment(
             first.alignment, first.source_pieces, first.target_pieces, args.plot
         )

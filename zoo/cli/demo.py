@@ -14,6 +14,7 @@ import zoo
 from zoo.evaluation import bleu as evaluation
 from zoo.evaluation import plots
 from zoo import registry
+from zoo import runs
 from zoo.training import loop as training
 from zoo.tasks import TRANSLATION
 
@@ -43,6 +44,10 @@ def run(out="runs/demo", presets=PRESETS, epochs=None, train_size=None, verbose=
         translator = zoo.load(run_dir)
         test_pairs = TRANSLATION.load_splits(translator.config["training"])[2]
         results[preset] = translator.evaluate(test_pairs)
+        # Decoded once, here, for the table; recorded as `zoo train` records it.
+        metrics = runs.read_json(run_dir / runs.METRICS)
+        metrics.update(TRANSLATION.test_metrics(translator, results[preset], test_pairs))
+        runs.write_json(run_dir / runs.METRICS, metrics)
         print(f"{preset}: cased {results[preset]['bleu']}", flush=True)
 
     # The synthetic corpus is lowercase, so cased and lowercased BLEU agree.

@@ -29,7 +29,7 @@ class Progress:
 
     On a terminal the line is redrawn in place; elsewhere (a log file) it is
     written as separate lines, at most one every few seconds. `close` writes
-    the final count.
+    the final count, unless a log file has it already.
 
     Args:
         total: the number of sentences to expect, or None (a stream).
@@ -47,6 +47,7 @@ class Progress:
         self.done = 0
         self._start = clock()
         self._shown = None
+        self._shown_done = None
         self._terminal = wanted(None, self.stream)
 
     def __call__(self, count):
@@ -64,13 +65,16 @@ class Progress:
         return f"{count} {self.unit}, {rate:.1f} {self.unit}/s"
 
     def _show(self, now):
-        self._shown = now
+        self._shown, self._shown_done = now, self.done
         end = "\r" if self._terminal else "\n"
         self.stream.write(self.line(now) + end)
         self.stream.flush()
 
     def close(self):
-        self._show(self.clock())
+        # A log file keeps every line it was given: the same count twice
+        # would read as two reports.
+        if self._terminal or self._shown_done != self.done:
+            self._show(self.clock())
         if self._terminal:
             self.stream.write("\n")
             self.stream.flush()

@@ -133,7 +133,7 @@ def translate(args, translator, error):
     else:
         chunks = read_lines(args.input, 32 * batch_size, error)
         label = "line"
-    first = None
+    first, attended = None, False
     with contextlib.ExitStack() as stack:
         out = sys.stdout
         if args.output:
@@ -178,11 +178,17 @@ def translate(args, translator, error):
                     alignments.write(word_alignment.format_pharaoh(links) + "\n")
                 if first is None and translation.target_pieces:
                     first = translation
+                attended = attended or bool(translation.alignment.any())
             out.flush()
     if empty:
         # Not an error (an empty file in a pipeline gives an empty output),
         # but a silent exit 0 looks like a lost translation.
         name = "standard input" if args.input == STDIN else repr(args.input)
         sys.stderr.write(f"zoo translate: note: {name} is empty; nothing was translated\n")
+    if alignments and first is not None and not attended:
+        sys.stderr.write(
+            "zoo translate: --alignments: every line is empty, the model "
+            f"({translator.config['recipe']}) has no attention (its attention is all zero)\n"
+        )
     return first
 

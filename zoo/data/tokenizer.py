@@ -44,6 +44,7 @@ import tensorflow_text as tf_text
 from keras_hub.src.tokenizers.word_piece_tokenizer import pretokenize
 
 from zoo.data.tokenizer_base import GraphTokenizer
+from zoo.data.tokenizer_base import instance_function
 from zoo.data.tokenizer_base import kept_ids
 from zoo.data.tokenizer_base import training_sentences
 from zoo.recipes.contract import SPECIAL_TOKENS
@@ -150,9 +151,8 @@ class TextTokenizer(GraphTokenizer):
         # Traced once for a batch of any size, as `tokenize` is: inside a
         # tf.function keras-nlp takes its tensorflow-text path (eagerly it
         # would run pure Python).
-        self._pretokenize_batch = tf.function(
-            self._pretokenize_graph,
-            input_signature=[tf.TensorSpec([None], tf.string)],
+        self._pretokenize_batch = instance_function(
+            self._pretokenize_graph, tf.TensorSpec([None], tf.string)
         )
 
     # --- construction and storage ------------------------------------------

@@ -11,6 +11,8 @@ model (`_tokenize_graph`, `_detokenize_graph`) and `decode`.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import tensorflow as tf
 
@@ -59,6 +61,20 @@ def training_sentences(sentences, vocabulary_size):
     return sentences
 
 
+def instance_function(method, *input_signature):
+    """`tf.function(method, input_signature)`, for a method of one tokenizer.
+
+    TensorFlow's retracing warning counts traces per code object, so that
+    several tokenizers (a run loads its own twice), each tracing its own
+    function once, would read as one function traced again and again; a
+    `functools.partial` has no code object, so each tokenizer's function is
+    counted alone, and a true retrace of one still warns.
+    """
+    return tf.function(
+        functools.partial(method.__func__, method.__self__), input_signature=list(input_signature)
+    )
+
+
 class GraphTokenizer:
     """The shared part of a run's tokenizers (see the module docstring).
 
@@ -71,11 +87,11 @@ class GraphTokenizer:
         self._vocabulary = list(vocabulary)
         self._token_to_id = {token: i for i, token in enumerate(self._vocabulary)}
         # Traced once for a batch of any size.
-        self._tokenize_batch = tf.function(
-            self._tokenize_graph, input_signature=[tf.TensorSpec([None], tf.string)]
+        self._tokenize_batch = instance_function(
+            self._tokenize_graph, tf.TensorSpec([None], tf.string)
         )
-        self._detokenize_batch = tf.function(
-            self._detokenize_graph, input_signature=[tf.TensorSpec([None, None], tf.int32)]
+        self._detokenize_batch = instance_function(
+            self._detokenize_graph, tf.TensorSpec([None, None], tf.int32)
         )
 
     def _tokenize_graph(self, text):

@@ -104,6 +104,11 @@ class BlockAlignment:
     def nbytes(self):
         return sum(block.nbytes for block in self.blocks)
 
+    def any(self):
+        """Whether any weight is non-zero, as `np.ndarray.any`, without the
+        dense matrix."""
+        return any(block.any() for block in self.blocks)
+
     def placed(self):
         """Yields `(first row, first column, block)` along the diagonal."""
         row = column = 0

@@ -14,6 +14,7 @@ import pathlib
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
 from zoo import files
@@ -28,8 +29,12 @@ _DPI = 100
 # the figure wraps (the image plus four words, as in the paper's figures).
 _PANEL_INCHES = 2.0
 _PANELS_PER_ROW = 5
-# Opacity of the attention overlay: the image stays visible beneath it.
-_OVERLAY_ALPHA = 0.6
+# The attention overlay: its colour map, and its opacity at the largest
+# weight (less where the weight is less).
+_ATTENTION_COLOURS = "inferno"
+_OVERLAY_ALPHA = 0.85
+# Room for the caption figure's colour bar.
+_COLOUR_BAR_INCHES = 0.8
 
 
 def plot_alignment(weights, source_tokens, target_tokens, path, title=None):
@@ -99,14 +104,15 @@ def plot_alignment(weights, source_tokens, target_tokens, path, title=None):
 def plot_caption_attention(image, words, attention_maps, path, title=None):
     """Writes the image and, per generated word, where the decoder looked.
 
-    The figure of Xu et al. (2015, Figures 2 and 3): the image, then one panel
-    per word of the caption showing the image under that word's attention
-    map, upsampled smoothly (bilinear) to the image and overlaid
-    semi-transparently in grey scale, bright where the weight is high (each
-    map is scaled to its own maximum, so every word's focus shows), with the
-    word as the panel's title. Row i of a map is the i-th band of the image
-    from the top. Panels run left to right and wrap after
-    `_PANELS_PER_ROW` per row.
+    The figure of Xu et al. (2015, Figures 2 and 3): the image (titled
+    "image"), then one panel per word of the caption, titled with the word:
+    the image in grey under that word's attention map, upsampled smoothly
+    (bilinear) to the image, in colour (`_ATTENTION_COLOURS`) that is opaque
+    where the weight is high and clear where it is low. Every word shares
+    one colour scale, from 0 to the largest weight of the caption, shown by
+    the colour bar, so that maps compare across words. Row i of a map is
+    the i-th band of the image from the top. Panels run left to right and
+    wrap after `_PANELS_PER_ROW` per row.
 
     The PNG is written atomically, as by `plot_alignment`.
 
@@ -176,7 +182,7 @@ def _caption_attention_figure(image, words, maps, title):
     columns = min(n_panels, _PANELS_PER_ROW)
     rows = -(-n_panels // columns)
     figure = Figure(
-        figsize=(_PANEL_INCHES * columns, _PANEL_INCHES * rows),
+        figsize=(_PANEL_INCHES * columns + _COLOUR_BAR_INCHES, _PANEL_INCHES * rows),
         dpi=_DPI,
         layout="constrained",
     )
@@ -186,24 +192,40 @@ def _caption_attention_figure(image, words, maps, title):
     extent = (0, width, height, 0)
     axes = figure.add_subplot(rows, columns, 1)
     axes.imshow(image, extent=extent)
+    axes.set_title("image")
     axes.set_axis_off()
+    # In grey beneath the maps, so that the colour is the attention alone.
+    grey = _luminance(image)
+    # One scale for every word, so that a word that looks at the whole image
+    # shows faint and a word that looks at one place shows bright.
+    norm = Normalize(vmin=0.0, vmax=max(maps.max(), np.finfo(np.float64).tiny))
+    word_axes = []
     for panel, (word, attention) in enumerate(zip(words, maps), start=2):
         axes = figure.add_subplot(rows, columns, panel)
-        axes.imshow(image, extent=extent)
-        axes.imshow(
+        axes.imshow(grey, cmap="gray", vmin=0.0, vmax=1.0, extent=extent)
+        overlay = axes.imshow(
             attention,
-            cmap="gray",
-            vmin=0.0,
-            vmax=max(attention.max(), np.finfo(np.float64).tiny),
-            alpha=_OVERLAY_ALPHA,
+            cmap=_ATTENTION_COLOURS,
+            norm=norm,
+            # Opaque where the weight is high, clear where it is low: the
+            # image stays visible wherever the word does not look.
+            alpha=_OVERLAY_ALPHA * norm(attention),
             interpolation="bilinear",
             extent=extent,
         )
         axes.set_title(word, parse_math=False)
         axes.set_axis_off()
+        word_axes.append(axes)
+    figure.colorbar(overlay, ax=word_axes, fraction=0.05, pad=0.02, label="attention weight")
     if title is not None:
         figure.suptitle(str(title), parse_math=False)
     return figure
+
+
+def _luminance(image):
+    """The grey level in [0, 1] of each pixel of a uint8 or [0, 1] image."""
+    image = image / 255.0 if image.dtype == np.uint8 else image
+    return image @ np.array([0.299, 0.587, 0.114])
 
 
 def _alignment_figure(weights, source_tokens, target_tokens, title):

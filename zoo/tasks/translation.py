@@ -135,18 +135,8 @@ class Translation(Task):
             return translators[id(model)]
 
         def evaluate(model, config):
-            result = translator(model, config).evaluate(test_pairs)
-            metrics = {
-                f"test_{name}{part}": getattr(result[name], field)
-                for name in ("bleu", "bleu_lowercased")
-                for part, field in (("", "score"), ("_signature", "signature"))
-            }
-            if training["data"] == "synthetic":
-                _, golds = self.synthetic_test_alignments(training)
-                scores = translator(model, config).alignment_scores(test_pairs, golds)
-                metrics.update(alignment_metrics(scores, prefix="test_"))
-                metrics.update(in_order_bleu(result["hypotheses"], test_pairs, golds))
-            return metrics
+            decoder = translator(model, config)
+            return self.test_metrics(decoder, decoder.evaluate(test_pairs), test_pairs)
 
         def validate(model, config):
             return translator(model, config).evaluate(valid_pairs)["bleu"].score
@@ -166,6 +156,25 @@ class Translation(Task):
             evaluate if test_pairs else None,
             validate if valid_pairs else None,
         )
+
+
+    def test_metrics(self, translator, result, test_pairs):
+        """The `test_*` entries of a run's metrics.json: the BLEU scores of
+        `result`, what `translator.evaluate(test_pairs)` returned, and on the
+        synthetic corpus the attention's alignment scores and the in-order
+        BLEU."""
+        metrics = {
+            f"test_{name}{part}": getattr(result[name], field)
+            for name in ("bleu", "bleu_lowercased")
+            for part, field in (("", "score"), ("_signature", "signature"))
+        }
+        training = translator.config["training"]
+        if training["data"] == "synthetic":
+            _, golds = self.synthetic_test_alignments(training)
+            scores = translator.alignment_scores(test_pairs, golds)
+            metrics.update(alignment_metrics(scores, prefix="test_"))
+            metrics.update(in_order_bleu(result["hypotheses"], test_pairs, golds))
+        return metrics
 
 
 TRANSLATION = Translation()

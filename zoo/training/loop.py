@@ -16,6 +16,7 @@ import numpy as np
 from zoo.training import averaging
 from zoo.training import checkpoints
 from zoo.training import distributed
+from zoo.training import progress
 from zoo.training import validation
 from zoo.training import SCHEDULES
 from zoo import registry
@@ -395,7 +396,8 @@ def train(
             evaluation), and the held-out share of a real corpus (valid_size
             only, at most a tenth of it).
         overwrite: replace an existing run directory instead of resuming.
-        verbose: Keras `fit` verbosity ("auto": a progress bar).
+        verbose: Keras `fit` verbosity; "auto": a progress bar when stdout
+            is a terminal, else plain log lines (`zoo.training.progress`).
         evaluate_test: when the data has a test split, decode it greedily
             and record its scores in metrics.json.
         checkpoint_every_steps: optional int >= 1, also checkpoint every
@@ -714,6 +716,12 @@ def _fit_remaining(
     for first_epoch, first_step in parts:
         last_epoch = first_epoch + 1 if first_step else epochs
         train_data = task_data.train_data(range(first_epoch, last_epoch)).skip(first_step)
+        fit_verbose, logging_callbacks = progress.fit_logging(
+            verbose,
+            epochs,
+            first_step,
+            lambda: _count_target_tokens(task_data.train_data(None)) / batches_per_epoch,
+        )
         history = distributed.fit(
             model,
             train_data,
@@ -722,12 +730,14 @@ def _fit_remaining(
             initial_epoch=first_epoch,
             epochs=last_epoch,
             steps_per_epoch=batches_per_epoch - first_step,
-            verbose=verbose,
+            verbose=fit_verbose,
             # The epoch's checkpoint last: it marks the epoch done, so a run
             # killed before it has written its history row, validation BLEU
             # and best checkpoint redoes the epoch instead of losing them.
             callbacks=[
                 *_epoch_callbacks(strategy, task_data, out, config, first_epoch),
+                # After the validation BLEU, so that the epoch's line shows it.
+                *logging_callbacks,
                 checkpoints.CheckpointCallback(
                     out / runs.CHECKPOINTS, checkpoint_every_steps, first_step
                 ),

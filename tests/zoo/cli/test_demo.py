@@ -2,6 +2,7 @@
 the table prints, the heat map is written, both runs are kept."""
 
 import functools
+import json
 
 import pytest
 
@@ -38,6 +39,10 @@ def test_demo_prints_the_table_writes_the_heat_map_and_keeps_both_runs(
     assert f"alignment heat map: {heat_map}" in printed
     for preset in demo.PRESETS:
         assert (out / preset / "model.weights.h5").is_file(), f"{preset}'s run was not kept"
+        # The test scores, as a plain `zoo train` records them.
+        metrics = json.loads((out / preset / "metrics.json").read_text())
+        assert {"test_bleu", "test_bleu_lowercased", "test_bleu_signature"} <= set(metrics)
+    assert "test_aer" in metrics  # RNNsearch's attention, scored on the gold alignments
 
 
 def test_demo_layers_trains_and_shows_every_attention_layer(capsys, monkeypatch):
@@ -49,5 +54,8 @@ def test_demo_layers_trains_and_shows_every_attention_layer(capsys, monkeypatch)
     for name in layer_demo.attention_layers():
         assert f"== {name}" in printed
     assert printed.count("token accuracy") == len(layer_demo.attention_layers())
+    # Local-p's accuracy is explained where it is printed.
+    local_p = printed.split("== LocalAttention(mode='local-p'")[1].split("==")[0]
+    assert "why it may stand lower: local-p learns its window centre" in local_p
     # One alignment matrix per layer: a row per target position.
     assert printed.count("    target  0 |") == len(layer_demo.attention_layers())

@@ -257,6 +257,34 @@ def test_pharaoh_alignments_of_a_known_attention(capsys, echo, run_dir, tmp_path
     assert links.read_text() == "0-3 1-1 1-2 2-1 3-0\n\n0-1 1-0\n"
 
 
+class BlindEchoTranslator(EchoTranslator):
+    """The echo translator of a model without attention (as `rnnencdec`):
+    every step's attention is all zero."""
+
+    def _decode_batch(self, source_ids, *args, **kwargs):
+        tokens, attention, scores, n_best = super()._decode_batch(source_ids, *args, **kwargs)
+        return tokens, np.zeros_like(attention), scores, n_best
+
+
+def test_a_model_without_attention_says_so_instead_of_plotting(
+    capsys, loaded, echo_tokenizer, monkeypatch, run_dir, tmp_path
+):
+    blind = BlindEchoTranslator(loaded.model, echo_tokenizer, echo_tokenizer, loaded.config)
+    monkeypatch.setattr(zoo, "load", lambda _: blind)
+    plot, links = tmp_path / "alignment.png", tmp_path / "links.txt"
+    code, out, err = run_cli(capsys, "translate", str(run_dir), "the dog .", "--plot", str(plot))
+    assert (code, out) == (0, "the dog.\n")
+    assert not plot.exists(), "an all-zero heat map was plotted"
+    assert len(err.splitlines()) == 1 and "--plot" in err and "has no attention" in err
+    source = tmp_path / "in.txt"
+    source.write_text("the dog .\na cat .\n")
+    code, out, err = run_cli(
+        capsys, "translate", str(run_dir), "--input", str(source), "--alignments", str(links)
+    )
+    assert code == 0 and links.read_text() == "\n\n"
+    assert len(err.splitlines()) == 1 and "--alignments" in err and "has no attention" in err
+
+
 def test_piece_words_reads_wordpiece_and_sentencepiece():
     assert alignment.piece_words(["##x", "a", "##b", "[UNK]", "c", "[EOS]"]) == [0, 1, 1, 2, 3, None]
     assert alignment.piece_words(["\u2581A", "b", "\u2581c", "</s>"]) == [0, 0, 1, None]
@@ -319,13 +347,22 @@ def test_evaluate_shows_progress_with_the_total(capsys, echo, run_dir, tmp_path)
 
 
 def test_progress_counts_and_rate():
-    clock = iter([0.0, 1.0, 2.0]).__next__
+    clock = iter([0.0, 1.0, 2.0, 3.0]).__next__
     stream = io.StringIO()
     with progress.Progress(total=10, stream=stream, clock=clock) as counter:
         counter(4)  # t=1: the first update is shown
-    # Not a terminal: one line per update shown, and the last at the end.
+        counter(6)  # t=2: too soon after it for a log file
+    # Not a terminal: one line per update shown, and the final count at the end.
     assert stream.getvalue().splitlines() == [
-        "4/10 sentences, 4.0 sentences/s", "4/10 sentences, 2.0 sentences/s"
+        "4/10 sentences, 4.0 sentences/s", "10/10 sentences, 3.3 sentences/s"
     ]
+
+
+def test_a_log_file_gets_the_final_count_once():
+    clock = iter([0.0, 1.0, 2.0]).__next__
+    stream = io.StringIO()
+    with progress.Progress(total=4, stream=stream, clock=clock) as counter:
+        counter(4)  # shown: the first update
+    assert stream.getvalue().splitlines() == ["4/4 sentences, 4.0 sentences/s"]
     assert progress.wanted(None, io.StringIO()) is False
     assert progress.wanted(True, io.StringIO()) is True

@@ -414,6 +414,30 @@ def test_tokenize_runs_inside_tf_data(german_tokenizer):
 
 
 @pytest.mark.tensorflow_only
+def test_several_tokenizers_do_not_read_as_one_function_retraced():
+    # A run's tokenizers are learned, then loaded again (zoo.load): each
+    # traces its own functions once, which is no retracing.
+    import logging
+
+    import tensorflow as tf
+
+    from zoo.data import TextTokenizer
+
+    warnings = []
+    handler = logging.Handler()
+    handler.emit = lambda record: warnings.append(record.getMessage())
+    tf.get_logger().addHandler(handler)
+    try:
+        for _ in range(6):
+            tokenizer = TextTokenizer(["[PAD]", "[UNK]", "[BOS]", "[EOS]", "a", "b"])
+            assert tokenizer.encode(["a b", "b"]) == [[4, 5], [5]]
+            assert tokenizer.detokenize([[4, 5]]).numpy().tolist() == [b"a b"]
+    finally:
+        tf.get_logger().removeHandler(handler)
+    assert not [message for message in warnings if "retracing" in message]
+
+
+@pytest.mark.tensorflow_only
 def test_save_and_load_restore_the_tokenizer(german_tokenizer, tmp_path):
     from zoo.data import TextTokenizer
 

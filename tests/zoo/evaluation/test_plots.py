@@ -8,6 +8,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 
+from zoo.evaluation import plots
 from zoo.evaluation.plots import plot_alignment
 from zoo.evaluation.plots import plot_caption_attention
 
@@ -180,7 +181,8 @@ def _bright_centroid(brighter, darker):
 
 
 def test_overlay_is_bright_where_the_word_attends(tmp_path):
-    # One word, so the second half of the figure is its panel. Attention on
+    # One word, so the image's panel, the word's and the colour bar run
+    # left to right, the image in the first third. Attention on
     # the top-left cell versus the bottom-right cell: the only difference
     # between the two PNGs is the overlay, brighter where the weight is high;
     # row 0 of the map is the top of the image.
@@ -190,13 +192,34 @@ def test_overlay_is_bright_where_the_word_attends(tmp_path):
         _scene(), ["circle"], _peaked_maps(1, (3, 3)), tmp_path / "br.png"))
     assert top_left.shape == bottom_right.shape
     width = top_left.shape[1]
-    # The image panel (left half) is the same in both.
-    np.testing.assert_allclose(top_left[:, : width // 2 - 5],
-                               bottom_right[:, : width // 2 - 5])
+    # The image panel is the same in both.
+    np.testing.assert_allclose(top_left[:, : width // 3], bottom_right[:, : width // 3])
     row_tl, column_tl = _bright_centroid(top_left, bottom_right)
     row_br, column_br = _bright_centroid(bottom_right, top_left)
-    assert column_tl > width / 2 and column_br > width / 2
+    assert column_tl > width / 3 and column_br > width / 3
     assert row_tl < row_br and column_tl < column_br
+
+
+def test_every_word_shares_one_colour_scale_shown_by_a_colour_bar(tmp_path):
+    # A word that looks everywhere alike (weights 1/16) beside one that
+    # looks at one cell: on one shared scale the first shows faint, nearly
+    # the bare image, where a scale of its own would paint it all at full.
+    focused = _peaked_maps(1, (0, 0))[0]
+    maps = np.stack([focused, np.full((4, 4), 1 / 16)])
+    blank = np.stack([focused, np.zeros((4, 4))])
+    spread, bare = (
+        _grey(plot_caption_attention(_scene(), ["here", "everywhere"], m, tmp_path / f"{i}.png"))
+        for i, m in enumerate((maps, blank))
+    )
+    assert spread.shape == bare.shape
+    assert np.abs(spread - bare).max() < 0.1
+
+    figure = plots._caption_attention_figure(_scene(), ["here", "everywhere"], maps, None)
+    image_axes, *word_axes, colour_bar = figure.axes
+    assert image_axes.get_title() == "image"
+    assert [axes.get_title() for axes in word_axes] == ["here", "everywhere"]
+    assert {axes.images[-1].get_clim() for axes in word_axes} == {(0.0, focused.max())}
+    assert colour_bar.get_ylabel() == "attention weight"
 
 
 @pytest.mark.parametrize(

@@ -70,3 +70,11 @@ def test_a_joined_entry_is_unfinished_when_a_parts_entry_is(name):
         ("a c", -3.0, True),
         ("b d", -7.0, False),
     ]
+
+
+def test_a_joined_alignment_tells_whether_any_weight_is_set_without_the_dense_matrix():
+    # `zoo translate --alignments` asks it of every line, to say when a model
+    # has no attention.
+    zero, one = np.zeros((2, 3)), np.eye(2)
+    assert not alignment.BlockAlignment([zero, zero]).any()
+    assert alignment.BlockAlignment([zero, one]).any()
