@@ -720,11 +720,11 @@ def main(argv=None):
         with _warnings_to_stderr(args.command), extras.missing_modules_as_user_errors():
             if needs_tensorflow_extra(args):
                 extras.require()  # before a run directory or any output is made
-            if getattr(args, "run_dir", None) is not None:
-                # Every command that takes one: a quick, quiet error before
-                # TensorFlow and the backend load.
-                check_run_directory(args.run_dir)
+            # The arguments alone first, then the run directory's files
+            # (whose check may warn): both before TensorFlow and the backend load.
             check_arguments(args)
+            if getattr(args, "run_dir", None) is not None:
+                check_run_directory(args.run_dir)
             if imports_tensorflow(args):
                 import_quietly("tensorflow")  # first, so that its start-up lines are held back
             COMMANDS[args.command](args)

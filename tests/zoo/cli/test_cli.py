@@ -41,8 +41,8 @@ def test_unknown_preset_is_one_line(capsys):
     ],
 )
 def test_argument_mistakes_are_refused_before_keras_loads(tmp_path, argv, words):
-    # A run directory that passes the quick check, so that `translate`
-    # reaches its arguments.
+    # A run directory with the files `translate` looks for, so that only the
+    # arguments are wrong.
     run = tmp_path / "run"
     run.mkdir()
     for name in ("config.json", "model.weights.h5", "source.vocab", "target.vocab"):
