@@ -32,8 +32,8 @@ class GNMT(Seq2SeqRecipe):
       as in the paper and TensorFlow NMT's GNMT; with `output_context=True`
       the softmax reads `[y^L_t; c_t]`, as RNNsearch's and Luong's outputs
       read the context. Without it the attention can settle on the first
-      source word and stay there (docs/performance.md, "What sinks GNMT's
-      attention").
+      source word and stay there (docs/experiments/2026-12-04-four-recipes-multi30k.md,
+      "What sinks GNMT's attention").
 
     Decoder layer i starts from the final state of encoder layer i, as
     TensorFlow NMT's GNMT does (the paper does not say): layer 1 from the

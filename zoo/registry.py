@@ -336,7 +336,8 @@ PRESETS = {
             # Not the paper's output: with the softmax reading the top layer
             # alone the attention settled on the first source word, and
             # reading the context too trained a better model
-            # (docs/performance.md, "What sinks GNMT's attention").
+            # (docs/experiments/2026-12-04-four-recipes-multi30k.md,
+            # "What sinks GNMT's attention").
             "output_context": True,
         },
         # The Luong and RNNsearch presets' 1e-3 trained this deeper stack at
