@@ -1,7 +1,7 @@
 """The contract between the recipes, decoding and export, as code.
 
 Every sequence-generating recipe is a `SequenceGenerator`. It offers three
-entry points (DESIGN.md, "The one contract"):
+entry points (docs/design.md, "The one contract"):
 
 - `call({source_spec.name: source, "target_in": [B, T] ids})`: the
   teacher-forced logits `[B, T, V]`, for `fit`;

@@ -5,8 +5,8 @@ their token helpers, and beam search's scorer, update and back-tracking are
 private parts of one algorithm.
 
 Both searches use only the contract that every sequence-generating recipe
-offers, `zoo.recipes.contract.SequenceGenerator` (see DESIGN.md, "The one
-contract between recipes, decoding and export"):
+offers, `zoo.recipes.contract.SequenceGenerator` (see docs/design.md, "The
+one contract"):
 
 - `model.encode(source) -> state`, a flat dict of tensors with the batch on
   axis 0;

@@ -1,5 +1,6 @@
 """Every docstring example of zoo.layers runs, on every backend, and prints
-what its docstring says (DESIGN.md: "the tests run the examples")."""
+what its docstring says (docs/design.md, "Code like Keras' own": "the tests
+run the examples")."""
 
 import importlib
 

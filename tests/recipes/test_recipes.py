@@ -166,8 +166,9 @@ def test_an_empty_batch_gives_empty_logits(preset_name):
 
 def test_a_model_dtype_policy_reaches_every_sublayer(preset_name):
     # `dtype=` on the model alone, with the global policy left at float32:
-    # every sublayer must take the model's policy (DESIGN.md), or the model
-    # silently computes in float32, or fails on mixed float16/float32 inputs.
+    # every sublayer must take the model's policy (docs/design.md, "Code like
+    # Keras' own"), or the model silently computes in float32, or fails on
+    # mixed float16/float32 inputs.
     policy = "mixed_float16"
     reference = tiny_model(preset_name)
     expected = to_numpy(reference(inputs(preset_name)))

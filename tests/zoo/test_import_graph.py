@@ -1,5 +1,6 @@
-"""The import direction of DESIGN.md, read from the source: no module imports
-one that imports it back, and zoo.layers and zoo.recipes stay below zoo/."""
+"""The import rules of docs/design.md ("The import rules"), read from the
+source: no module imports one that imports it back, and zoo.layers and
+zoo.recipes stay below zoo/."""
 
 import ast
 from pathlib import Path

@@ -26,7 +26,7 @@ converted with tf2onnx. The folder it writes is everything
                          and grid, the search settings, the request limits,
                          and the run's config
 
-The two graphs follow the recipes' contract (DESIGN.md, "The one
+The two graphs follow the recipes' contract (docs/design.md, "The one
 contract", `zoo.recipes.contract`): `encode(source) -> state` and
 `decode_step(previous_tokens, state, step) -> (logits, state, attention)`,
 and the manifest holds its declarations. The source is traced with the
