@@ -22,6 +22,7 @@ from cli_checks import run_cli
 
 from zoo import cli
 from zoo import extras
+from zoo import registry
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 STANDARD_LIBRARY = sys.stdlib_module_names
@@ -54,6 +55,16 @@ def test_layers_and_recipes_import_only_keras_numpy_and_themselves():
         and not module.startswith(("zoo.layers", "zoo.recipes"))
     }
     assert not foreign, sorted(foreign)
+
+
+def test_every_recipe_of_the_registry_is_importable_from_zoo_recipes():
+    # `from zoo.recipes import RNNSearch`, as `from zoo.layers import ...`.
+    import zoo.recipes
+
+    for recipe, location in registry.RECIPES.items():
+        class_name = location.split(":")[1]
+        assert class_name in zoo.recipes.__all__, recipe
+        assert getattr(zoo.recipes, class_name) is registry.recipe_class(recipe), recipe
 
 
 def test_the_zoo_package_itself_imports_nothing_at_import():
