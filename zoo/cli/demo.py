@@ -1,24 +1,40 @@
-"""The main job: the fixed-vector bottleneck, and attention removing it.
+"""`zoo demo`, the main job: the fixed-vector bottleneck, and attention removing it.
 
 Trains `rnnencdec_small` (no attention) and `rnnsearch_small` (Bahdanau
 attention) on the embedded synthetic corpus, then prints their BLEU by
 source-length bucket side by side, as in Figure 2 of Bahdanau et al. (2014):
 the encoder-decoder's BLEU falls as sentences grow, RNNsearch's holds. It
 saves the alignment heat map of a long test sentence and keeps both runs.
+`zoo demo --layers` runs `zoo.cli.layer_demo` instead.
 """
 
 import time
 from pathlib import Path
 
-import zoo
-from zoo.evaluation import bleu as evaluation
-from zoo.evaluation import plots
 from zoo import registry
 from zoo import runs
-from zoo.training import loop as training
 from zoo.tasks import TRANSLATION
 
 PRESETS = ("rnnencdec_small", "rnnsearch_small")
+
+
+def add_parser(commands):
+    demo = commands.add_parser(
+        "demo", help="the main job: RNNencdec vs RNNsearch on the synthetic corpus"
+    )
+    demo.add_argument("--out", default="runs/demo", help="where the demo keeps its runs")
+    demo.add_argument(
+        "--layers", action="store_true", help="instead: the attention layers on a toy task"
+    )
+
+
+def command(args):
+    if args.layers:
+        from zoo.cli import layer_demo
+
+        layer_demo.run(verbose=2)
+        return
+    run(args.out)
 
 
 def longest_test_sentence(pairs, max_words=60):
@@ -27,6 +43,11 @@ def longest_test_sentence(pairs, max_words=60):
 
 def run(out="runs/demo", presets=PRESETS, epochs=None, train_size=None, verbose="auto"):
     """Trains and compares `presets`; returns {preset: evaluation result}."""
+    import zoo
+    from zoo.evaluation import bleu as evaluation
+    from zoo.evaluation import plots
+    from zoo.training import loop as training
+
     started = time.monotonic()
     out = Path(out)
     results = {}

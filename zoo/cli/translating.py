@@ -29,11 +29,61 @@ import itertools
 import sys
 from pathlib import Path
 
+from zoo.arguments import positive_int
 from zoo.cli import progress as progress_line
+from zoo.cli.decoding import add_beam_stop
+from zoo.cli.decoding import add_length_penalty
+from zoo.cli.decoding import add_progress_flag
+from zoo.cli.decoding import open_run
+from zoo.cli.errors import UserError
 from zoo.files import check_writable
 from zoo.files import replacing
 
 STDIN = "-"
+
+
+def add_parser(commands):
+    translate = commands.add_parser(
+        "translate",
+        help="translate sentences or a file with a trained run",
+        description="Translate the sentences given, or each line of --input, writing one "
+        "translation a line in input order. A file is read and translated in chunks, so it "
+        "may be of any length. An input longer than the run's limit is split after '. ! ?' and "
+        "the parts' translations joined; a part still too long is cut; both are reported on "
+        "stderr with the line number. --output and --alignments are written under a temporary "
+        "name and renamed at the end: an error or an interrupt leaves no output file. A blank "
+        "line of the file gives a blank line. Formats: docs/translating.md.",
+    )
+    translate.add_argument("run_dir", help="a run directory written by `zoo train`")
+    translate.add_argument("sentences", nargs="*", help="sentences to translate (or --input)")
+    translate.add_argument(
+        "--input", metavar="FILE", help="translate each line of a UTF-8 file ('-': standard input)"
+    )
+    translate.add_argument(
+        "--output", metavar="FILE", help="write the translations there (default: standard output)"
+    )
+    translate.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
+    add_length_penalty(translate)
+    translate.add_argument(
+        "--batch-size", type=positive_int, default=64, help="sentences decoded at once (default 64)"
+    )
+    translate.add_argument(
+        "--n-best",
+        type=positive_int,
+        metavar="K",
+        help="write the K best translations of each line (needs --beam K or more), Moses "
+        "style: 'LINE ||| TRANSLATION ||| log_prob= LOGP finished= F ||| SCORE', LINE from 0, "
+        "best first, F 0 for an unfinished hypothesis that fills the list",
+    )
+    translate.add_argument(
+        "--alignments",
+        metavar="FILE",
+        help="write each line's word alignment there in Pharaoh format ('0-0 1-2 ...': "
+        "source-target word indices from the attention's peak)",
+    )
+    add_beam_stop(translate)
+    translate.add_argument("--plot", help="save the alignment heat map of the first sentence (PNG)")
+    add_progress_flag(translate)
 
 
 def check_arguments(args, error):
@@ -57,6 +107,25 @@ def check_arguments(args, error):
         check_writable(path, flag, error)
         if args.input and args.input != STDIN and path.exists() and path.samefile(args.input):
             raise error(f"{flag} {str(path)!r} is the input file; choose another name")
+
+
+def command(args):
+    from zoo.evaluation import plots
+
+    translator = open_run(args, "translate")
+    first = translate(args, translator, UserError)
+    if args.plot and first is not None and not first.alignment.any():
+        # An all-zero matrix would plot as a black square that says nothing.
+        print(
+            f"zoo translate: --plot: nothing plotted, the model ({translator.config['recipe']}) "
+            "has no attention (its attention is all zero)",
+            file=sys.stderr,
+        )
+    elif args.plot and first is not None:
+        path = plots.plot_alignment(
+            first.alignment, first.source_pieces, first.target_pieces, args.plot
+        )
+        print(f"alignment: {path}", file=sys.stderr)
 
 
 def read_lines(path, chunk_lines, error):

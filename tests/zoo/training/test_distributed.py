@@ -38,8 +38,8 @@ def run_script(script, *arguments, env=None, timeout=300, backend="tensorflow"):
 
 
 def test_cli_choices_are_the_modules():
-    assert cli.STRATEGIES == distributed.STRATEGIES
-    assert cli.PRECISIONS == distributed.PRECISIONS
+    assert cli.train.STRATEGIES == distributed.STRATEGIES
+    assert cli.train.PRECISIONS == distributed.PRECISIONS
 
 
 def test_token_crossentropy_is_the_token_mean_on_one_device():

@@ -1,0 +1,115 @@
+"""`zoo export`: a trained run exported for serving, as a TensorFlow
+SavedModel (`zoo.export.saved_model`) or an ONNX folder
+(`zoo.export.onnx_export`)."""
+
+import os
+
+from zoo.arguments import non_negative_float
+from zoo.arguments import positive_int
+from zoo.cli.decoding import add_beam_stop
+from zoo.cli.decoding import add_length_penalty
+
+
+def add_parser(commands):
+    export = commands.add_parser(
+        "export",
+        help="export a trained run for serving (TensorFlow SavedModel or ONNX)",
+        description="Export a trained run for serving. saved_model: signatures "
+        "`translate` (strings -> strings) or `caption` (image file bytes -> strings), "
+        "and `logits` (teacher-forced); they need TensorFlow and tensorflow-text, "
+        "not this package (see zoo/export/saved_model.py). onnx: a folder that runs with "
+        "onnxruntime alone: encoder.onnx and decoder_step.onnx with dynamic batch and length "
+        "axes, the tokenizer files, manifest.json, README.md and run.py (`python run.py "
+        "\"a sentence\"`; see zoo/export/onnx_export.py). Both refuse requests over the "
+        "--max-batch, --max-image-bytes and --max-image-side limits.",
+    )
+    export.add_argument("run_dir", help="a run directory written by `zoo train`")
+    export.add_argument(
+        "--format",
+        choices=("saved_model", "onnx"),
+        default="saved_model",
+        help="saved_model (default) or onnx",
+    )
+    export.add_argument(
+        "--out", help="where to write the export (default: RUN_DIR/export/FORMAT)"
+    )
+    export.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing, non-empty output (refused otherwise)",
+    )
+    export.add_argument(
+        "--beam",
+        type=positive_int,
+        default=1,
+        help="beam width of the exported search (default 1: greedy); for onnx, run.py's default",
+    )
+    add_length_penalty(export)
+    export.add_argument(
+        "--coverage-penalty",
+        type=non_negative_float,
+        default=0.0,
+        help="onnx: GNMT coverage penalty of run.py's beam search (default 0)",
+    )
+    export.add_argument(
+        "--quantize",
+        choices=("int8",),
+        help="onnx: int8 dynamic quantization of the matrix products (onnxruntime's)",
+    )
+    from zoo.export.onnx_runner import DEFAULT_LIMITS  # numpy and onnxruntime only
+
+    for name, what in (
+        ("max_batch", "sentences or images a request"),
+        ("max_image_bytes", "bytes of an image file (captioning)"),
+        ("max_image_side", "pixels of a decoded image's longer side (captioning)"),
+    ):
+        export.add_argument(
+            "--" + name.replace("_", "-"),
+            type=positive_int,
+            default=DEFAULT_LIMITS[name],
+            help=f"refuse requests over this many {what} (default {DEFAULT_LIMITS[name]})",
+        )
+    add_beam_stop(export)
+    export.add_argument(
+        "--max-input-length",
+        type=positive_int,
+        help="saved_model, translation: the most source word pieces read; longer "
+        "sentences are cut (default: the run's training max_length)",
+    )
+
+
+def command(args):
+    out = args.out or os.path.join(args.run_dir, "export", args.format)
+    if args.format == "onnx":
+        from zoo.export import onnx_export
+
+        path = onnx_export.export_onnx(
+            args.run_dir,
+            out,
+            overwrite=args.overwrite,
+            beam=args.beam,
+            length_penalty=args.length_penalty,
+            coverage_penalty=args.coverage_penalty,
+            stopping=args.beam_stop,
+            limits=request_limits(args),
+            quantize=args.quantize,
+        )
+    else:
+        from zoo.export import saved_model as export
+
+        path = export.export_saved_model(
+            args.run_dir,
+            out,
+            beam=args.beam,
+            length_penalty=args.length_penalty,
+            max_input_length=args.max_input_length,
+            overwrite=args.overwrite,
+            stopping=args.beam_stop,
+            limits=request_limits(args),
+        )
+    print(f"{args.format}: {path}")
+
+
+def request_limits(args):
+    """The export's request limits, from the command line's flags."""
+    return {name: getattr(args, name) for name in ("max_batch", "max_image_bytes", "max_image_side")}
