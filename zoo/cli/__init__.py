@@ -43,7 +43,7 @@ from zoo.cli import evaluate
 from zoo.cli import export
 from zoo.cli import list_presets
 from zoo.cli import train
-from zoo.cli import translating
+from zoo.cli import translate
 from zoo.cli.errors import USER_ERROR
 from zoo.cli.errors import UserError
 from zoo.errors import ZooUserError
@@ -67,7 +67,7 @@ def build_parser():
     train.add_parser(commands)
     average.add_parser(commands)
     evaluate.add_parser(commands)
-    translating.add_parser(commands)
+    translate.add_parser(commands)
     caption.add_parser(commands)
     export.add_parser(commands)
     bench.add_parser(commands)
@@ -81,7 +81,7 @@ def check_arguments(args):
     if args.command == "train":
         train.check_arguments(args)
     elif args.command == "translate":
-        translating.check_arguments(args, UserError)
+        translate.check_arguments(args, UserError)
 
 
 def command_bench(args):
@@ -95,7 +95,7 @@ COMMANDS = {
     "train": train.command,
     "average": average.command,
     "evaluate": evaluate.command,
-    "translate": translating.command,
+    "translate": translate.command,
     "caption": caption.command,
     "export": export.command,
     "bench": command_bench,

@@ -4,9 +4,9 @@ the attention of each word over the first image."""
 import sys
 
 from zoo.arguments import positive_int
-from zoo.cli.decoding import add_beam_stop
-from zoo.cli.decoding import add_length_penalty
-from zoo.cli.decoding import open_run
+from zoo.cli.search_options import add_beam_stop
+from zoo.cli.search_options import add_length_penalty
+from zoo.cli.search_options import open_run
 
 
 def add_parser(commands):

@@ -3,9 +3,9 @@ caption metrics of a captioning run, on a test set."""
 
 from zoo.arguments import positive_int
 from zoo.cli import progress
-from zoo.cli.decoding import add_beam_stop
-from zoo.cli.decoding import add_length_penalty
-from zoo.cli.decoding import add_progress_flag
+from zoo.cli.search_options import add_beam_stop
+from zoo.cli.search_options import add_length_penalty
+from zoo.cli.search_options import add_progress_flag
 from zoo.cli.errors import UserError
 from zoo.tasks import CAPTIONING
 from zoo.tasks import TRANSLATION

@@ -6,8 +6,8 @@ import os
 
 from zoo.arguments import non_negative_float
 from zoo.arguments import positive_int
-from zoo.cli.decoding import add_beam_stop
-from zoo.cli.decoding import add_length_penalty
+from zoo.cli.search_options import add_beam_stop
+from zoo.cli.search_options import add_length_penalty
 
 
 def add_parser(commands):

@@ -31,10 +31,10 @@ from pathlib import Path
 
 from zoo.arguments import positive_int
 from zoo.cli import progress as progress_line
-from zoo.cli.decoding import add_beam_stop
-from zoo.cli.decoding import add_length_penalty
-from zoo.cli.decoding import add_progress_flag
-from zoo.cli.decoding import open_run
+from zoo.cli.search_options import add_beam_stop
+from zoo.cli.search_options import add_length_penalty
+from zoo.cli.search_options import add_progress_flag
+from zoo.cli.search_options import open_run
 from zoo.cli.errors import UserError
 from zoo.files import check_writable
 from zoo.files import replacing
