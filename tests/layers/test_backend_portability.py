@@ -35,14 +35,17 @@ def run_python(code, backend):
     return result.stdout
 
 
-# Every recipe module, by file: a new recipe is checked without being named
-# here, and the known ones must all be found (an empty or moved package fails).
+# Every recipe module, by file, and those of its packages (decoding): a new
+# recipe is checked without being named here, and the known ones must all be
+# found (an empty or moved package fails).
 RECIPE_MODULES = sorted(
-    info.name for info in pkgutil.iter_modules(zoo.recipes.__path__) if not info.ispkg
+    info.name.removeprefix("zoo.recipes.")
+    for info in pkgutil.walk_packages(zoo.recipes.__path__, prefix="zoo.recipes.")
 )
 KNOWN_RECIPE_MODULES = {
-    "contract", "decoding", "gnmt", "luong", "rnnencdec", "rnnsearch", "seq2seq",
-    "show_attend_tell", "transformer",
+    "contract", "decoding", "decoding.beam", "decoding.chunked_beam", "decoding.decode_result",
+    "decoding.greedy", "decoding.penalties", "gnmt", "luong", "rnnencdec", "rnnsearch",
+    "seq2seq", "show_attend_tell", "transformer",
 }
 TESTS_DIRECTORY = str(Path(__file__).resolve().parents[1])
 

@@ -42,8 +42,8 @@ def imported_modules(path, module_level_only=False):
 def test_layers_and_recipes_import_only_keras_numpy_and_themselves():
     # Any import, also one inside a function: each may run for a user who
     # has only keras and numpy.
-    files = sorted((REPOSITORY / "layers").glob("*.py")) + sorted(
-        (REPOSITORY / "recipes").glob("*.py")
+    files = sorted((REPOSITORY / "layers").rglob("*.py")) + sorted(
+        (REPOSITORY / "recipes").rglob("*.py")
     )
     assert len(files) > 10, files
     foreign = {

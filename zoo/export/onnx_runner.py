@@ -609,7 +609,7 @@ def _beam_indices(batch, width):
 
 class _GnmtScorer:
     """s(Y, X) = log P(Y|X) / lp(Y) + cp(X; Y) for hypotheses `[B, K]`, in
-    float32 as `zoo.recipes.decoding._GnmtScorer` computes it."""
+    float32 as `zoo.recipes.decoding.penalties._GnmtScorer` computes it."""
 
     def __init__(self, alpha, beta, coverage_mask):
         self.alpha = np.float32(alpha)
