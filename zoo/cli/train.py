@@ -152,10 +152,15 @@ def add_parser(commands):
 
 
 def check_arguments(args):
-    """An unknown preset, refused before TensorFlow and Keras load."""
+    """An unknown preset, and a translation corpus that is not there,
+    refused before TensorFlow and Keras load."""
     from zoo import registry
+    from zoo.data import readers
 
-    registry.get_preset(args.preset)
+    preset = registry.get_preset(args.preset)
+    is_corpus = args.data not in (None, "synthetic")
+    if is_corpus and registry.task_of(preset["recipe"]) == "translation":
+        readers.check_corpus_files(args.data)
 
 
 def command(args):

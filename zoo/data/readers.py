@@ -69,6 +69,13 @@ class ParallelCorpus:
         return [target for _, target in self.pairs]
 
 
+def _check_file(path):
+    if not os.path.exists(path):
+        raise CorpusError(f"{path}: no such file.")
+    if os.path.isdir(path):
+        raise CorpusError(f"{path}: is a folder, not a corpus file.")
+
+
 def _read_lines(path):
     """The lines of a text file (gzip if the name ends in .gz), decoded.
 
@@ -76,10 +83,7 @@ def _read_lines(path):
     line separators inside a sentence cannot shift the alignment.
     """
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise CorpusError(f"{path}: no such file.")
-    if os.path.isdir(path):
-        raise CorpusError(f"{path}: is a folder, not a corpus file.")
+    _check_file(path)
     try:
         if path.endswith(".gz"):
             with gzip.open(path, "rb") as file:
@@ -227,20 +231,41 @@ def read_corpus(spec):
         CorpusError: the spec has more than one comma, or a file is missing
             or malformed (see the readers).
     """
+    paths = corpus_paths(spec)
+    if len(paths) == 1:
+        return read_tsv(paths[0])
+    return read_parallel_text(*paths)
+
+
+def corpus_paths(spec):
+    """The file paths a corpus spec of `read_corpus` names: one (a TSV file)
+    or two (source, target).
+
+    Raises:
+        CorpusError: the spec is malformed.
+    """
     if isinstance(spec, (tuple, list)):
         if len(spec) != 2:
             raise CorpusError(
                 "a corpus given as a sequence needs two paths (source, "
                 f"target); received {len(spec)}."
             )
-        return read_parallel_text(spec[0], spec[1])
+        return list(spec)
     spec = os.fspath(spec)
     if "," not in spec or os.path.isfile(spec):
-        return read_tsv(spec)
+        return [spec]
     parts = spec.split(",")
     if len(parts) != 2 or not all(part.strip() for part in parts):
         raise CorpusError(
             f"{spec!r}: a corpus is 'SOURCE,TARGET' (two aligned files) or "
             "one tab-separated file."
         )
-    return read_parallel_text(parts[0].strip(), parts[1].strip())
+    return [part.strip() for part in parts]
+
+
+def check_corpus_files(spec):
+    """Raises the `CorpusError` that reading `spec` would, for a malformed
+    spec or a missing file, without reading it: `zoo train` calls it before
+    TensorFlow loads, so a mistyped path is answered in seconds."""
+    for path in corpus_paths(spec):
+        _check_file(os.fspath(path))

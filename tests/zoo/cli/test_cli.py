@@ -38,6 +38,10 @@ def test_unknown_preset_is_one_line(capsys):
     [
         (["train", "rnnsaerch_small"], ["unknown preset"]),
         (["translate", "RUN"], ["nothing to translate"]),
+        (
+            ["train", "rnnsearch_multi30k", "--data", "RUN/no.en.gz,RUN/no.de.gz"],
+            ["no.en.gz: no such file"],
+        ),
     ],
 )
 def test_argument_mistakes_are_refused_before_keras_loads(tmp_path, argv, words):
@@ -47,7 +51,7 @@ def test_argument_mistakes_are_refused_before_keras_loads(tmp_path, argv, words)
     run.mkdir()
     for name in ("config.json", "model.weights.h5", "source.vocab", "target.vocab"):
         (run / name).write_text("{}")
-    argv = [str(run) if word == "RUN" else word for word in argv]
+    argv = [word.replace("RUN", str(run)) for word in argv]
     script = (
         "import sys; from zoo import cli; code = cli.main(sys.argv[1:]); "
         "print(code, *sorted({'keras', 'tensorflow'} & set(sys.modules)))"
