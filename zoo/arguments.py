@@ -7,10 +7,6 @@ without importing each other.
 import argparse
 import math
 
-# `zoo.recipes.decoding.STOPPING_RULES`, repeated so that the parsers need
-# no Keras (a test holds the two together).
-BEAM_STOPPING_RULES = ("early", "exact")
-
 
 def _number(text, convert, accept, expected):
     """`convert(text)` if `accept` holds for it, else argparse's one-line error."""

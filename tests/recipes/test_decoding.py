@@ -501,7 +501,7 @@ def test_search_compiles_as_the_translator_compiles_it():
     signature traces them (unknown batch and source length), with the
     default step limit computed from the source length, on two batches of
     different widths: each gives the eager result."""
-    from zoo.inference.search_cache import compile_inference
+    from zoo.inference.search_choice import compile_inference
 
     model = ToyTranslator(random_params(seed=4))
 
@@ -578,7 +578,7 @@ def test_beam_search_in_chunks_compiles_as_the_translator_compiles_it():
     """Compiled as `zoo.Translator` compiles it (tf.function with relaxed
     shapes, eager torch), over batches of other sizes and widths, with the
     default step limit: each gives `beam_search`'s result."""
-    from zoo.inference.search_cache import compile_inference
+    from zoo.inference.search_choice import compile_inference
 
     if keras.backend.backend() == "jax":
         pytest.skip("under jax.jit every batch size compiles: the translators use beam_search")

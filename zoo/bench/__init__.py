@@ -17,7 +17,7 @@ the ratios are the claims.
 Every call's outputs are converted to numpy before the clock stops, so the
 asynchronous backends (JAX dispatch, TensorFlow's eager executor) are timed
 to completion. Functions are compiled where the backend can (`tf.function`,
-`jax.jit`; torch runs eagerly), as `zoo.inference.search_cache.compile_inference` does
+`jax.jit`; torch runs eagerly), as `zoo.inference.search_choice.compile_inference` does
 for decoding, and the table says which.
 
 The suites, one module each:

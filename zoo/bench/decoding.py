@@ -31,7 +31,7 @@ def _bench_key_projection(runner):
     from keras import ops
 
     from zoo import layers
-    from zoo.inference.search_cache import compile_inference
+    from zoo.inference.search_choice import compile_inference
 
     size = runner.size
     batch, steps = size.loop_batch, size.loop_steps
@@ -98,7 +98,7 @@ def _bench_key_projection(runner):
 def _bench_searches(runner):
     """Beam search against greedy search on `SEARCH_PRESET`."""
     from zoo.recipes import decoding
-    from zoo.inference.search_cache import compile_inference
+    from zoo.inference.search_choice import compile_inference
 
     size = runner.size
     model = translation_model(SEARCH_PRESET, size)
@@ -148,7 +148,7 @@ def _bench_cache(runner):
     """One MultiHeadAttention decoding step with the key/value cache against
     recomputing the causal self-attention of the whole prefix."""
     from zoo import layers
-    from zoo.inference.search_cache import compile_inference
+    from zoo.inference.search_choice import compile_inference
 
     size = runner.size
     batch, depth, heads = size.cache_batch, size.cache_depth, size.num_heads

@@ -16,7 +16,7 @@ def gradient_function(forward, variables):
     import keras
     from keras import ops
 
-    from zoo.inference.search_cache import compile_inference
+    from zoo.inference.search_choice import compile_inference
 
     backend = keras.backend.backend()
     if backend == "tensorflow":
@@ -105,7 +105,7 @@ def _self_attention(layer, **options):
 
 def bench_layers(runner):
     """Our layers against Keras' (or alone), forward and forward+backward."""
-    from zoo.inference.search_cache import compile_inference
+    from zoo.inference.search_choice import compile_inference
 
     for batch, length, depth in runner.size.layer_shapes:
         x = random_tensor((batch, length, depth))

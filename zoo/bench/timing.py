@@ -173,7 +173,7 @@ class Runner:
 
 
 def compiled_with():
-    """How `zoo.inference.search_cache.compile_inference` runs a function on this backend."""
+    """How `zoo.inference.search_choice.compile_inference` runs a function on this backend."""
     import keras
 
     return {"tensorflow": "tf.function", "jax": "jax.jit"}.get(keras.backend.backend(), "eager")

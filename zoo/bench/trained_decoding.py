@@ -111,11 +111,8 @@ def _count_steps(translator):
     """Makes `translator`'s searches record (steps run, step limit) of each
     batch they decode; returns the list they append to."""
     steps = []
-    make_search = type(translator).make_search
 
-    def recording_search(*args, **kwargs):
-        search = make_search(*args, **kwargs)
-
+    def recording(search):
         def run(source):
             result = search(source)
             steps.append((int(result.num_steps), int(result.tokens.shape[1])))
@@ -123,8 +120,14 @@ def _count_steps(translator):
 
         return run
 
-    translator.make_search = recording_search
-    translator._searches = {}
+    class RecordingSearches(dict):
+        """`zoo.inference.search_choice.choose_search`'s cache, each search
+        kept in it recording."""
+
+        def __setitem__(self, key, search):
+            super().__setitem__(key, recording(search))
+
+    translator._searches = RecordingSearches()
     return steps
 
 

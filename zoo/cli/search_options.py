@@ -1,19 +1,44 @@
 """What the commands that decode with a trained run share: the search's
-flags (`--beam-stop`, `--length-penalty`), the `--progress` flag, and opening
-a run for the command that decodes its task. Keras-free at import."""
+flags (`--beam-stop`, `--length-penalty`) and their check
+(`search_settings`), the `--progress` flag, and opening a run for the
+command that decodes its task. Keras-free at import."""
 
 import argparse
 
-from zoo.arguments import BEAM_STOPPING_RULES
 from zoo.arguments import non_negative_float
 from zoo.cli.errors import UserError
+from zoo.inference.search_settings import STOPPING_RULES
+from zoo.inference.search_settings import SearchSettings
 from zoo.tasks import task_for
+
+
+class FlagSearchSettings(SearchSettings):
+    """`SearchSettings` whose errors name the command line's flags."""
+
+    NAMES = {
+        "beam": "--beam",
+        "length_penalty": "--length-penalty",
+        "coverage_penalty": "--coverage-penalty",
+        "stopping": "--beam-stop",
+        "n_best": "--n-best",
+    }
+
+
+def search_settings(args, error):
+    """The search flags of `args`, checked (`zoo.inference.search_settings`)
+    before the model loads: a `SearchSettings`, or `error` naming the flag."""
+    values = {
+        name: getattr(args, "beam_stop" if name == "stopping" else name, None)
+        for name in FlagSearchSettings.NAMES
+    }
+    arguments = {name: value for name, value in values.items() if value is not None}
+    return FlagSearchSettings.checked(error, **arguments)
 
 
 def add_beam_stop(parser):
     parser.add_argument(
         "--beam-stop",
-        choices=BEAM_STOPPING_RULES,
+        choices=STOPPING_RULES,
         default="early",
         help="when beam search ends a sentence: early (default; once it has K finished "
         "hypotheses that no live one beats at its length) or exact (once none can win "

@@ -35,6 +35,7 @@ from zoo.cli.search_options import add_beam_stop
 from zoo.cli.search_options import add_length_penalty
 from zoo.cli.search_options import add_progress_flag
 from zoo.cli.search_options import open_run
+from zoo.cli.search_options import search_settings
 from zoo.cli.errors import UserError
 from zoo.files import check_writable
 from zoo.files import replacing
@@ -92,8 +93,7 @@ def check_arguments(args, error):
         raise error("nothing to translate: give sentences or --input FILE ('-' for standard input)")
     if args.sentences and args.input:
         raise error("give sentences to translate or --input FILE ('-' for standard input), not both")
-    if args.n_best and args.n_best > args.beam:
-        raise error(f"--n-best {args.n_best} needs --beam {args.n_best} or more (got --beam {args.beam})")
+    search_settings(args, error)  # --n-best at most --beam
     if args.input and args.input != STDIN and not Path(args.input).is_file():
         raise error(f"input file {args.input!r} does not exist or is not a file")
     for flag, path in (("--output", args.output), ("--alignments", args.alignments)):

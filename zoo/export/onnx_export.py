@@ -69,6 +69,7 @@ import zoo
 from zoo import files
 from zoo import runs
 from zoo.errors import ZooUserError
+from zoo.inference.search_settings import SearchSettings
 from zoo.tasks import check_run_directory
 from zoo.tasks import task_for
 from zoo.export import onnx_runner
@@ -137,7 +138,13 @@ def export_onnx(
     run_dir = check_run_directory(run_dir)
     out = Path(out)
     files.check_output_folder(out, overwrite, OnnxExportError)
-    search = _search_settings(beam, length_penalty, coverage_penalty, stopping)
+    settings = SearchSettings.checked(
+        OnnxExportError,
+        beam=beam,
+        length_penalty=length_penalty,
+        coverage_penalty=coverage_penalty,
+        stopping=stopping,
+    )
     limits = onnx_runner.check_limits(limits, OnnxExportError)
     if quantize not in QUANTIZATIONS:
         raise OnnxExportError(
@@ -159,7 +166,11 @@ def export_onnx(
         for name in set(vocabularies.values()):
             shutil.copyfile(run_dir / name, staging / name)
         manifest = _manifest(model, task, config, graphs, vocabularies, opset)
-        manifest.update(search=search, limits=limits, quantization=quantization)
+        manifest.update(
+            search={name: getattr(settings, name) for name in MANIFEST_SEARCH_SETTINGS},
+            limits=limits,
+            quantization=quantization,
+        )
         runs.write_json(staging / MANIFEST, manifest)
         shutil.copyfile(onnx_runner.__file__, staging / RUNNER)
         readme = folder_readme(manifest, example_source(config))
@@ -171,23 +182,8 @@ def export_onnx(
 QUANTIZATIONS = (None, "int8")
 
 
-def _search_settings(beam, length_penalty, coverage_penalty, stopping):
-    """The manifest's search settings, checked: one-line errors."""
-    if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
-        raise OnnxExportError(f"beam must be an int >= 1; received {beam!r}")
-    for name, value in (("length_penalty", length_penalty), ("coverage_penalty", coverage_penalty)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise OnnxExportError(f"{name} must be a number >= 0; received {value!r}")
-    if stopping not in onnx_runner.STOPPING_RULES:
-        raise OnnxExportError(
-            f"stopping must be one of {', '.join(onnx_runner.STOPPING_RULES)}; received {stopping!r}"
-        )
-    return {
-        "beam": beam,
-        "length_penalty": float(length_penalty),
-        "coverage_penalty": float(coverage_penalty),
-        "stopping": stopping,
-    }
+# The `SearchSettings` fields the manifest holds: the runner's defaults.
+MANIFEST_SEARCH_SETTINGS = ("beam", "length_penalty", "coverage_penalty", "stopping")
 
 
 def example_source(config):

@@ -74,6 +74,7 @@ any of it is tokenized or decoded, with `tf.errors.InvalidArgumentError`
   pixels a side, so its decode stays bounded).
 """
 
+from dataclasses import replace
 from pathlib import Path
 
 import keras
@@ -91,9 +92,9 @@ from zoo.tasks import CAPTIONING
 from zoo.tasks import TRANSLATION
 from zoo.tasks import check_run_directory
 from zoo.tasks import task_for
+from zoo.inference.search_choice import choose_search
+from zoo.inference.search_settings import SearchSettings
 from zoo.inference.translator import SOURCE_WIDTH_MULTIPLE
-from zoo.inference.search_cache import compiled_search
-from zoo.recipes import decoding
 
 # Before tokenization a sentence is cut to this many characters per word
 # piece allowed; a piece is at least one character, so this keeps every
@@ -142,13 +143,17 @@ def export_saved_model(
 
     Raises:
         ExportError: `out` exists and is not empty (without `overwrite`), a
-            bad option, or a model whose dtype policy can't be exported.
+            bad option (the search's: `zoo.inference.search_settings`), or a
+            model whose dtype policy can't be exported.
         zoo.runs.RunDirectoryError: `run_dir` is missing or incomplete.
     """
     run_dir = check_run_directory(run_dir)
     out = Path(out)
     files.check_output_folder(out, overwrite, ExportError)
-    _check_options(beam, length_penalty, max_input_length, stopping)
+    settings = SearchSettings.checked(
+        ExportError, beam=beam, length_penalty=length_penalty, stopping=stopping
+    )
+    _check_max_input_length(max_input_length)
     limits = check_limits(limits, ExportError)
     # Before loading: a show_attend_tell model can't even be built under
     # some policies (see `check_dtype_policy`).
@@ -157,7 +162,7 @@ def export_saved_model(
     archive = keras.export.ExportArchive()
     archive.track(run.model)
     task = task_for(run.config)
-    ENDPOINTS[task](archive, run, beam, length_penalty, max_input_length, stopping, limits)
+    ENDPOINTS[task](archive, run, settings, max_input_length, limits)
     _add_limits_endpoint(archive, {name: limits[name] for name in TASK_LIMITS[task]})
     with files.replacing(out, folder=True) as temporary:
         archive.write_out(temporary, verbose=False)
@@ -207,15 +212,7 @@ def check_dtype_policy(config):
         )
 
 
-def _check_options(beam, length_penalty, max_input_length, stopping):
-    if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1:
-        raise ExportError(f"beam must be an int >= 1; received {beam!r}")
-    if not isinstance(length_penalty, (int, float)) or length_penalty < 0:
-        raise ExportError(f"length_penalty must be a number >= 0; received {length_penalty!r}")
-    if stopping not in decoding.STOPPING_RULES:
-        raise ExportError(
-            f"stopping must be one of {', '.join(decoding.STOPPING_RULES)}; received {stopping!r}"
-        )
+def _check_max_input_length(max_input_length):
     if max_input_length is not None and (
         not isinstance(max_input_length, int) or max_input_length < 1
     ):
@@ -242,12 +239,10 @@ def _input_limit(translator, max_input_length):
     return limit
 
 
-def _add_translation_endpoints(
-    archive, translator, beam, length_penalty, max_input_length, stopping, limits
-):
+def _add_translation_endpoints(archive, translator, settings, max_input_length, limits):
     model = translator.model
     limit = _input_limit(translator, max_input_length)
-    search = compiled_search(model, beam, length_penalty, stopping=stopping)
+    search = choose_search(model, settings, one_loop=True)
 
     def translate(text):
         with tf.control_dependencies([_check_batch(text, "sentences", limits["max_batch"])]):
@@ -283,14 +278,11 @@ def _add_translation_endpoints(
     _add_logits_endpoint(archive, model)
 
 
-def _add_captioning_endpoints(
-    archive, captioner, beam, length_penalty, max_input_length, stopping, limits
-):
+def _add_captioning_endpoints(archive, captioner, settings, max_input_length, limits):
     model = captioner.model
     size = model.image_size
-    search = compiled_search(
-        model, beam, length_penalty, max_length=captioner.max_caption_length, stopping=stopping
-    )
+    settings = replace(settings, max_length=captioner.max_caption_length)
+    search = choose_search(model, settings, one_loop=True)
 
     def decode(contents, index):
         with tf.control_dependencies([_check_side(_declared_side(contents), index, limits)]):

@@ -9,7 +9,8 @@ from zoo.evaluation import caption_metrics
 from zoo.evaluation.localisation import attention_localisation
 from zoo.recipes import decoding
 from zoo.recipes.contract import EOS_TOKEN
-from zoo.inference.search_cache import SearchCache
+from zoo.inference.search_choice import choose_search
+from zoo.inference.search_settings import SearchSettings
 
 
 @dataclass
@@ -45,7 +46,7 @@ def caption_pairs(examples):
     return [example.image_path for example in examples for _ in example.captions], captions
 
 
-class Captioner(SearchCache):
+class Captioner:
     """A captioning model, its caption tokenizer and its run configuration.
 
     Args:
@@ -59,7 +60,7 @@ class Captioner(SearchCache):
         self.model = model
         self.tokenizer = tokenizer
         self.config = config or {}
-        self._searches = {}
+        self._searches = {}  # `choose_search`'s cache
 
     @property
     def image_size(self):
@@ -68,11 +69,6 @@ class Captioner(SearchCache):
     @property
     def max_caption_length(self):
         return self.config.get("training", {}).get("max_length")
-
-    def _search(self, beam, length_penalty, stopping="early"):
-        return self.cached_search(
-            beam, length_penalty, max_length=self.max_caption_length, stopping=stopping
-        )
 
     def _as_batch(self, images):
         images = np.asarray(images)
@@ -97,8 +93,13 @@ class Captioner(SearchCache):
 
         `progress`, when given, is called with the number of images
         captioned as each batch ends. Returns a list of `Caption`, one per
-        image.
+        image. A search argument out of range raises
+        `zoo.inference.search_settings.SearchSettingsError` (a `ValueError`).
         """
+        settings = SearchSettings(
+            beam, length_penalty, stopping=stopping, max_length=self.max_caption_length
+        )
+        search = choose_search(self.model, settings, self._searches)
         images = self._as_batch(images)
         grid = self.model.grid_shape
         results = []
@@ -107,7 +108,7 @@ class Captioner(SearchCache):
             if len(images) > batch_size:
                 # The last batch padded to the full size: one compiled shape.
                 batch = np.concatenate([batch, images[: batch_size - len(batch)]])
-            result = self._search(beam, length_penalty, stopping)(batch)
+            result = search(batch)
             tokens = decoding.decode_to_lists(
                 result, self.model.eos_id, self.model.pad_id, include_eos=True
             )

@@ -8,8 +8,9 @@ import numpy as np
 
 from zoo.evaluation import alignment as word_alignment
 from zoo.evaluation import bleu as evaluation
-from zoo.inference.search_cache import SearchCache
-from zoo.inference.search_cache import compile_inference
+from zoo.inference.search_choice import choose_search
+from zoo.inference.search_choice import compile_inference
+from zoo.inference.search_settings import SearchSettings
 from zoo.recipes import decoding
 
 # A batch's sources are padded to a multiple of this width, so that a
@@ -119,7 +120,7 @@ def _join_parts(parts):
     )
 
 
-class Translator(SearchCache):
+class Translator:
     """A translation model, its tokenizers and its run configuration.
 
     Args:
@@ -134,15 +135,12 @@ class Translator(SearchCache):
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         self.config = config or {}
-        self._searches = {}
+        self._searches = {}  # `choose_search`'s cache
         self._teacher_forced_attention = None
 
     @property
     def max_source_length(self):
         return self.config.get("training", {}).get("max_length")
-
-    def _search(self, beam, length_penalty, coverage_penalty, stopping="early"):
-        return self.cached_search(beam, length_penalty, coverage_penalty, stopping=stopping)
 
     def _encode_sources(self, sentences):
         """The parts each sentence is decoded as: for each sentence a list
@@ -162,19 +160,17 @@ class Translator(SearchCache):
                 units.append([(ids or [self.model.eos_id], False)])
         return units
 
-    def _decode_batch(
-        self, source_ids, beam, length_penalty, coverage_penalty, n_best=0, stopping="early"
-    ):
-        """Decodes one batch: `(tokens, attention, scores, n_best)`, where
-        `n_best` holds, per row, up to `n_best` `(tokens, score,
-        penalized_score, finished)` of the beam, best first (None when not
-        asked)."""
+    def _decode_batch(self, search, source_ids, n_best=0):
+        """Decodes one batch with `search` (`choose_search`'s): `(tokens,
+        attention, scores, n_best)`, where `n_best` holds, per row, up to
+        `n_best` `(tokens, score, penalized_score, finished)` of the beam,
+        best first (None when not asked)."""
         longest = max(len(s) for s in source_ids)
         width = _padded(longest)
         source = np.zeros((len(source_ids), width), "int32")
         for row, ids in enumerate(source_ids):
             source[row, : len(ids)] = ids
-        result = self._search(beam, length_penalty, coverage_penalty, stopping)(source)
+        result = search(source)
         eos, pad = self.model.eos_id, self.model.pad_id
         tokens = decoding.decode_to_lists(result, eos, pad, include_eos=True)
         scores = keras.ops.convert_to_numpy(result.scores)
@@ -236,13 +232,15 @@ class Translator(SearchCache):
 
         Returns:
             A list of `Translation`, in the order of `sentences`.
+
+        Raises:
+            zoo.inference.search_settings.SearchSettingsError: a search
+                argument out of range (a `ValueError`).
         """
+        settings = SearchSettings(beam, length_penalty, coverage_penalty, stopping, n_best)
+        search = choose_search(self.model, settings, self._searches)
         if isinstance(sentences, str):
             sentences = [sentences]
-        if n_best > max(beam, 1):
-            raise ValueError(
-                f"`n_best` must be at most `beam`. Received: n_best={n_best!r}, beam={beam!r}"
-            )
         units = self._encode_sources(sentences)
         owners = [(row, k) for row, parts in enumerate(units) for k in range(len(parts))]
         remaining = [len(parts) for parts in units]
@@ -251,12 +249,7 @@ class Translator(SearchCache):
         for start in range(0, len(order), batch_size):
             batch = [owners[i] for i in order[start : start + batch_size]]
             tokens, attention, scores, lists = self._decode_batch(
-                [units[row][k][0] for row, k in batch],
-                beam,
-                length_penalty,
-                coverage_penalty,
-                n_best,
-                stopping,
+                search, [units[row][k][0] for row, k in batch], settings.n_best
             )
             finished = 0
             for i, (row, k) in enumerate(batch):

@@ -93,10 +93,10 @@ def test_invalid_option_exits_with_usage_error(capsys):
 
 
 def test_bad_beam_stop_is_a_usage_error_naming_the_value(capsys):
-    from zoo.arguments import BEAM_STOPPING_RULES
+    from zoo.inference.search_settings import STOPPING_RULES as CHECKED_RULES
     from zoo.recipes.decoding import STOPPING_RULES
 
-    assert BEAM_STOPPING_RULES == STOPPING_RULES  # the parser's copy of the rules
+    assert CHECKED_RULES == STOPPING_RULES  # the Keras-free copy of the rules
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["translate", "runs/x", "a dog .", "--beam-stop", "never"])
     assert exit_info.value.code == 2

@@ -42,9 +42,7 @@ class EchoTranslator(Translator):
 
     decoded = 0
 
-    def _decode_batch(
-        self, source_ids, beam, length_penalty, coverage_penalty, n_best=0, stopping="early"
-    ):
+    def _decode_batch(self, search, source_ids, n_best=0):
         self.decoded += len(source_ids)
         width = max(len(ids) for ids in source_ids)
         attention = np.zeros((len(source_ids), width + 1, width), "float32")
@@ -261,8 +259,8 @@ class BlindEchoTranslator(EchoTranslator):
     """The echo translator of a model without attention (as `rnnencdec`):
     every step's attention is all zero."""
 
-    def _decode_batch(self, source_ids, *args, **kwargs):
-        tokens, attention, scores, n_best = super()._decode_batch(source_ids, *args, **kwargs)
+    def _decode_batch(self, *args, **kwargs):
+        tokens, attention, scores, n_best = super()._decode_batch(*args, **kwargs)
         return tokens, np.zeros_like(attention), scores, n_best
 
 

@@ -16,6 +16,7 @@ from sacrebleu.metrics import BLEU
 
 from zoo.evaluation import caption_metrics
 from zoo.inference.captioner import Captioner
+from zoo.inference.search_settings import SearchSettings
 from zoo.data import TextTokenizer
 from zoo.data.captions import SceneObject
 from zoo.recipes.decoding import DecodeResult
@@ -105,7 +106,7 @@ def stub_captioner(cells):
         batch = len(images)
         return decode_result([ids] * batch, np.stack([attention] * batch))
 
-    captioner._search = lambda beam, length_penalty, stopping="early": search
+    captioner._searches[SearchSettings()] = search  # the greedy search's place
     return captioner
 
 
@@ -199,7 +200,7 @@ def stub_translator():
             )
         return decode_result(padded(rows, 6), codes)
 
-    translator._search = lambda *settings: search
+    translator._searches[SearchSettings()] = search  # the greedy search's place
     return translator
 
 
