@@ -31,9 +31,10 @@ pytestmark = pytest.mark.tensorflow_only
 
 
 def code(obj):
-    """The source of a function or class without its docstrings (and, as
-    `ast` reads it, without comments), as one normalized text."""
+    """The source of a function or class without its name and docstrings
+    (and, as `ast` reads it, without comments), as one normalized text."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(obj)))
+    tree.body[0].name = "_"
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (
@@ -94,6 +95,16 @@ def test_join_parts_is_the_packages():
         "word_alignment.BlockAlignment(", "BlockAlignment("
     )
     assert code(runner._join_parts) == theirs
+
+
+def test_the_length_note_is_zoo_translates():
+    from zoo.cli import translate
+
+    assert code(runner.cli._length_note) == code(translate.length_note)
+
+
+def test_carried_state_keys_is_the_contracts():
+    assert code(runner.beam._carried_state_keys) == code(contract.carried_state_keys)
 
 
 def test_block_alignment_is_the_packages():
