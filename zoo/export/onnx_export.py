@@ -9,8 +9,10 @@ converted with tf2onnx. The folder it writes is everything
     decoder_step.onnx    previous_tokens (int32 [B]), step (int32 scalar),
                          the state entries -> logits [B, V], attention
                          [B, S], and new_<name> for each entry a step changes
-    run.py               the runner (`zoo.export.onnx_runner`, numpy and
-                         onnxruntime only), `python run.py "a sentence"`
+    run.py               runs the runner: `python run.py "a sentence"`
+    onnx_runner/         the runner, `zoo.export.onnx_runner` copied whole
+                         (numpy and onnxruntime only; `run.py` puts it on
+                         the path)
     README.md            how to run the folder, its inputs, outputs, limits
     source.vocab         source vocabulary (translation only)
     target.vocab         target (or caption) vocabulary
@@ -82,6 +84,7 @@ from zoo.export.onnx_runner import MANIFEST_VERSION
 from zoo.export.onnx_runner import NEW_STATE_PREFIX
 from zoo.export.onnx_runner import README
 from zoo.export.onnx_runner import RUNNER
+from zoo.export.onnx_runner import RUNNER_PACKAGE
 from zoo.recipes.contract import carried_state_keys
 
 # tf2onnx's preferred opset (`tf2onnx.constants.PREFERRED_OPSET` of the
@@ -172,7 +175,7 @@ def export_onnx(
             quantization=quantization,
         )
         runs.write_json(staging / MANIFEST, manifest)
-        shutil.copyfile(onnx_runner.__file__, staging / RUNNER)
+        onnx_runner.write_runner(staging)
         readme = folder_readme(manifest, example_source(config))
         (staging / README).write_text(readme, encoding="utf-8")
     return out
@@ -238,7 +241,8 @@ keras-attention-zoo, Keras or TensorFlow is needed. Copy this folder anywhere an
 - `{MANIFEST}`: everything above as data, the special ids
   (PAD {manifest['pad_id']}, BOS {manifest['bos_id']}, EOS {manifest['eos_id']}),
   the step limit, the search settings and the request limits.
-- `{RUNNER}`: tokenization, greedy and beam search, and the command line, in NumPy.
+- `{RUNNER}` and `{RUNNER_PACKAGE}/`: tokenization, greedy and beam search, and the command line,
+  in NumPy; `run.py` runs the package beside it (keep the two together).
 {f"- The graphs' matrix products are quantized ({quantized['quantization']})." + chr(10) if quantized else ''}
 ## Search (the defaults of `run.py`; each has a flag)
 

@@ -55,8 +55,14 @@ def test_export_writes_the_graphs_vocabularies_and_manifest(exports, preset):
         run_file = exports(preset).run_dir / "shared.model"
         assert (out / "shared.model").read_bytes() == run_file.read_bytes()
     assert manifest["vocabularies"] == expected
-    # The folder runs on its own: the runner itself, a README, the settings.
-    assert (out / "run.py").read_bytes() == Path(onnx_runner.__file__).read_bytes()
+    # The folder runs on its own: the runner itself (its package's modules,
+    # no caches, and run.py), a README, the settings.
+    package = Path(onnx_runner.__file__).parent
+    shipped = out / onnx_runner.RUNNER_PACKAGE
+    assert sorted(p.name for p in shipped.iterdir()) == sorted(p.name for p in package.glob("*.py"))
+    for module in package.glob("*.py"):
+        assert (shipped / module.name).read_bytes() == module.read_bytes(), module.name
+    assert (out / "run.py").read_text() == onnx_runner.layout.RUN_PY
     assert manifest["search"] == {
         "beam": 1, "length_penalty": 0.6, "coverage_penalty": 0.0, "stopping": "early"
     }

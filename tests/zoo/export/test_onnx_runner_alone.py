@@ -239,6 +239,11 @@ def test_bad_arguments_are_one_line(translator_folder, tmp_path, capsys):
         (["--input", str(tmp_path / "missing.txt")], "does not exist"),
         (["a", "--output", str(tmp_path)], "is a folder"),
         (["a", "--n-best", "3"], "n_best 3 needs a beam of 3"),
+        # The search flags go through the runner's one check (`check_search`).
+        (["a", "--beam", "0"], "beam must be an int >= 1; received 0"),
+        (["a", "--length-penalty", "-1"], "length_penalty must be a number >= 0; received -1.0"),
+        (["a", "--coverage-penalty", "nan"], "coverage_penalty must be a number >= 0"),
+        (["a", "--beam-stop", "never"], "stopping must be one of early, exact; received 'never'"),
     ]
     for argv, message in cases:
         assert onnx_runner.main(argv, folder=translator_folder) == 2

@@ -1,6 +1,6 @@
 """The runner's tokenizers and image reading, against the package's.
 
-`zoo.export.onnx_runner` (an export folder's `run.py`) writes WordPiece,
+`zoo.export.onnx_runner` (an export folder's `onnx_runner/`) writes WordPiece,
 the SentencePiece calls and the image resize again without TensorFlow; here
 each is held to `zoo.data.TextTokenizer`, `zoo.data.SentencePieceTokenizer`
 and `zoo.data.load_image`, on the files their `save` writes and on image
@@ -231,7 +231,7 @@ def test_unreadable_vocabularies(tmp_path):
 # imported, first without sentencepiece and Pillow too, then with them.
 WITHOUT_TENSORFLOW = textwrap.dedent(
     """
-    import importlib.util, json, sys
+    import json, sys
     BLOCKED = {"tensorflow", "keras", "zoo", "tensorflow_text", "keras_hub", "sentencepiece", "PIL"}
 
     class Block:
@@ -240,11 +240,11 @@ WITHOUT_TENSORFLOW = textwrap.dedent(
                 raise ImportError(f"{name} is blocked")
 
     sys.meta_path.insert(0, Block())
-    runner_file, folder, image, expected = sys.argv[1:]
+    folder, image, expected = sys.argv[1:]
     expected = json.loads(expected)
-    spec = importlib.util.spec_from_file_location("run", runner_file)
-    run = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run)
+    # The runner as an export folder holds it (`write_runner`).
+    sys.path.insert(0, folder)
+    import run
     words = run.load_tokenizer(folder + "/words.vocab")
     assert words.encode(expected["sentences"]) == expected["wordpiece"]
     for call in (lambda: run.load_tokenizer(folder + "/shared.model"), lambda: run.load_image(image, 8)):
@@ -266,6 +266,7 @@ def test_the_runner_file_runs_without_tensorflow(wordpiece, sentencepiece, tmp_p
 
     wordpiece["lowercase"][0].save(tmp_path / "words.vocab")
     sentencepiece[0].save(tmp_path / "shared.model")
+    runner.write_runner(tmp_path)
     image = tmp_path / "image.png"
     Image.fromarray(np.random.default_rng(0).integers(0, 256, (9, 12, 3), "uint8")).save(image)
     sentences = CORPUS[:8]
@@ -275,7 +276,7 @@ def test_the_runner_file_runs_without_tensorflow(wordpiece, sentencepiece, tmp_p
         "sentencepiece": sentencepiece[0].encode(sentences),
     }
     done = subprocess.run(
-        [sys.executable, "-c", WITHOUT_TENSORFLOW, runner.__file__, str(tmp_path), str(image), json.dumps(expected)],
+        [sys.executable, "-c", WITHOUT_TENSORFLOW, str(tmp_path), str(image), json.dumps(expected)],
         capture_output=True,
         text=True,
         timeout=120,
