@@ -19,7 +19,8 @@ def add_parser(commands):
         "and `logits` (teacher-forced); they need TensorFlow and tensorflow-text, "
         "not this package (see zoo/export/saved_model.py). onnx: a folder that runs with "
         "onnxruntime alone: encoder.onnx and decoder_step.onnx with dynamic batch and length "
-        "axes, the tokenizer files, manifest.json, README.md and run.py (`python run.py "
+        "axes, the tokenizer files, manifest.json, README.md, and run.py with its onnx_runner/ "
+        "package (`python run.py "
         "\"a sentence\"`; see zoo/export/onnx_export.py). Both refuse requests over the "
         "--max-batch, --max-image-bytes and --max-image-side limits.",
     )
