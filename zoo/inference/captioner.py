@@ -10,6 +10,7 @@ from zoo.evaluation.localisation import attention_localisation
 from zoo.recipes import decoding
 from zoo.recipes.contract import EOS_TOKEN
 from zoo.inference.search_cache import SearchCache
+from zoo.training.config import of_run
 
 
 @dataclass
@@ -67,7 +68,7 @@ class Captioner(SearchCache):
 
     @property
     def max_caption_length(self):
-        return self.config.get("training", {}).get("max_length")
+        return of_run(self.config).max_length
 
     def _search(self, beam, length_penalty, stopping="early"):
         return self.cached_search(

@@ -11,6 +11,7 @@ from zoo.evaluation import bleu as evaluation
 from zoo.inference.search_cache import SearchCache
 from zoo.inference.search_cache import compile_inference
 from zoo.recipes import decoding
+from zoo.training.config import of_run
 
 # A batch's sources are padded to a multiple of this width, so that a
 # compiled search is retraced for few distinct shapes. The exported
@@ -139,7 +140,7 @@ class Translator(SearchCache):
 
     @property
     def max_source_length(self):
-        return self.config.get("training", {}).get("max_length")
+        return of_run(self.config).max_length
 
     def _search(self, beam, length_penalty, coverage_penalty, stopping="early"):
         return self.cached_search(beam, length_penalty, coverage_penalty, stopping=stopping)
