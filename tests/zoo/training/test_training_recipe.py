@@ -141,13 +141,16 @@ def test_automatic_precision_is_bfloat16_only_with_amx_bf16():
 @pytest.mark.parametrize(
     "option, value, words",
     [
-        ("--label-smoothing", "1", ["--label-smoothing", "[0, 1)", "'1'"]),
-        ("--warmup-steps", "-3", ["--warmup-steps", "'-3'"]),
+        # Each parsed and checked as `TrainingConfig` checks it, naming the setting.
+        ("--label-smoothing", "1", ["--label-smoothing", "[0, 1)", "received 1.0"]),
+        ("--warmup-steps", "-3", ["--warmup-steps", ">= 0", "received -3"]),
         ("--schedule", "linear", ["--schedule", "'linear'"]),
-        ("--seed", "-1", ["--seed", "'-1'"]),
-        ("--learning-rate", "0", ["--learning-rate", "> 0", "'0'"]),
-        ("--learning-rate", "inf", ["--learning-rate", "finite", "'inf'"]),
-        ("--vocabulary-size", "0", ["--vocabulary-size", "'0'"]),
+        ("--seed", "-1", ["--seed", ">= 0", "received -1"]),
+        ("--learning-rate", "0", ["--learning-rate", "> 0", "received 0.0"]),
+        ("--learning-rate", "inf", ["--learning-rate", "finite", "received inf"]),
+        ("--vocabulary-size", "0", ["--vocabulary-size", "received 0"]),
+        ("--vocabulary-size", "4", ["vocabulary_size must be an int >= 5", "received 4"]),
+        ("--epochs", "two", ["--epochs", "expected int", "'two'"]),
     ],
 )
 def test_bad_training_options_are_one_line_usage_errors(capsys, option, value, words):
@@ -162,9 +165,9 @@ def test_bad_training_options_are_one_line_usage_errors(capsys, option, value, w
 @pytest.mark.parametrize(
     "options, words",
     [
-        # Each passes its flag's own parsing and is refused by the training settings' check.
+        # Each flag passes its own parsing; together they are refused.
         (["--schedule", "inverse_sqrt"], ["inverse_sqrt", "warmup_steps"]),
-        (["--vocabulary-size", "4"], ["vocabulary_size must be an int >= 5", "received 4"]),
+        (["--epochs", "2", "--average-last", "3"], ["average_last 3", "2 epochs"]),
     ],
 )
 def test_settings_training_cannot_use_are_refused_before_training(tmp_path, capsys, options, words):
