@@ -52,7 +52,7 @@ def untrained_rnnsearch_run(out, vocabulary_size, **training_overrides):
     WordPiece vocabularies learned from 300 synthetic pairs."""
     from zoo import data
     from zoo.data.tokenizer import TextTokenizer
-    from zoo.training import loop as training
+    from zoo.training import untrained as training
 
     pairs = data.synthetic_splits(300, 0, 0)["train"]
     return training.write_untrained_run(
@@ -69,13 +69,14 @@ def untrained_rnnsearch_run(out, vocabulary_size, **training_overrides):
 
 def options_reaching_training(capsys, monkeypatch, *argv):
     """Runs `zoo ARGV` (a `train` command) with `training.train` replaced by
-    a recorder; returns the keyword options it received."""
+    a recorder; returns the settings of the `TrainingConfig` it received
+    and its keyword options, in one dict."""
     from zoo.training import loop as training
 
     received = {}
 
-    def record(preset, out, **options):
-        received.update(options)
+    def record(preset, out, config, **options):
+        received.update(config.to_dict(), **options)
         raise training.TrainingError("recorded")
 
     monkeypatch.setattr(training, "train", record)

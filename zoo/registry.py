@@ -2,7 +2,8 @@
 
 Presets are data, kept apart from the model code (as in keras-hub): each is
 a dict with the recipe name, the constructor arguments of the model
-(`model`), the training settings (`training`) and a one-line description.
+(`model`), the training settings (`training`, a `TrainingConfig`) and a
+one-line description.
 The vocabulary sizes in `model` are filled in from the tokenizers at
 training time. `zoo.build(name, **overrides)` turns one into a model; `zoo.presets()` lists them.
 """
@@ -12,6 +13,7 @@ import difflib
 import importlib
 
 from zoo.errors import ZooUserError
+from zoo.training.config import TrainingConfig
 
 # Recipe name -> "module:class" inside zoo.recipes, imported on demand so
 # that listing presets loads no model code.
@@ -29,75 +31,75 @@ CAPTIONING_RECIPES = ("show_attend_tell",)
 
 # Training defaults of the small presets: sized so that the embedded
 # synthetic corpus trains in minutes on a CPU.
-SMALL_TRAINING = {
-    "data": "synthetic",
-    "train_size": 8000,
-    "valid_size": 500,
-    "test_size": 1000,
-    "vocabulary_size": 1000,
+SMALL_TRAINING = TrainingConfig(
+    data="synthetic",
+    train_size=8000,
+    valid_size=500,
+    test_size=1000,
+    vocabulary_size=1000,
     # None: WordPiece for the synthetic corpus (it is lowercase), SentencePiece
     # (which keeps case) when --data names a real corpus; see `train`.
-    "tokenizer": None,
-    "shared_vocabulary": False,
-    "batch_size": 64,
-    "epochs": 5,
+    tokenizer=None,
+    shared_vocabulary=False,
+    batch_size=64,
+    epochs=5,
     # With gradients clipped, 1e-2 trains the small recurrent presets much
     # further than 3e-3 in the same epochs (docs/performance.md).
-    "learning_rate": 1e-2,
-    "clipnorm": 1.0,
-    "max_length": 80,
+    learning_rate=1e-2,
+    clipnorm=1.0,
+    max_length=80,
     # None: compile the train step on JAX only (see `recipes.seq2seq.
     # default_jit_compile`); True/False force Keras' jit_compile.
-    "jit_compile": None,
+    jit_compile=None,
     # Label smoothing, the schedule ("cosine" or "inverse_sqrt", see
-    # `zoo.training.loop.learning_rate_schedule`) and its warm-up, and the
+    # `zoo.training.schedules.learning_rate_schedule`) and its warm-up, and the
     # greedy validation BLEU after each epoch: off here, so that the demo
     # and the tests train as before and fast.
-    "label_smoothing": 0.0,
-    "schedule": "cosine",
-    "warmup_steps": 0,
-    "validation_bleu": False,
-}
+    label_smoothing=0.0,
+    schedule="cosine",
+    warmup_steps=0,
+    validation_bleu=False,
+)
 
-MULTI30K_TRAINING = {
-    "data": "multi30k",
-    "vocabulary_size": 3000,
+MULTI30K_TRAINING = TrainingConfig(
+    data="multi30k",
+    vocabulary_size=3000,
     # Cased subwords: the BLEU everyone reports is cased.
-    "tokenizer": "sentencepiece",
-    "shared_vocabulary": False,
-    "batch_size": 64,
-    "epochs": 10,
-    "learning_rate": 1e-3,
-    "clipnorm": 1.0,
-    "max_length": 64,
-    "jit_compile": None,
+    tokenizer="sentencepiece",
+    shared_vocabulary=False,
+    batch_size=64,
+    epochs=10,
+    learning_rate=1e-3,
+    clipnorm=1.0,
+    max_length=64,
+    jit_compile=None,
     # What the fairseq and OpenNMT recipes train with: smoothed labels, and
     # the validation split's BLEU each epoch (history.csv), which picks
     # `best.weights.h5`.
-    "label_smoothing": 0.1,
-    "schedule": "cosine",
-    "warmup_steps": 0,
-    "validation_bleu": True,
-}
+    label_smoothing=0.1,
+    schedule="cosine",
+    warmup_steps=0,
+    validation_bleu=True,
+)
 
 # Show, Attend and Tell on the embedded synthetic captioning set: 64x64
 # images, captions of at most 15 words, a vocabulary of a few dozen words.
 # Sized to train in minutes on a CPU.
-SYNTHETIC_CAPTIONS_TRAINING = {
-    "data": "synthetic",
-    "train_size": 3000,  # images; each has 5 reference captions
-    "valid_size": 200,
-    "test_size": 500,
-    "image_size": 64,
-    "vocabulary_size": 200,
-    "batch_size": 64,
-    "epochs": 5,
+SYNTHETIC_CAPTIONS_TRAINING = TrainingConfig(
+    data="synthetic",
+    train_size=3000,  # images; each has 5 reference captions
+    valid_size=200,
+    test_size=500,
+    image_size=64,
+    vocabulary_size=200,
+    batch_size=64,
+    epochs=5,
     # 1e-2 gave no better captions nor localisation (docs/performance.md).
-    "learning_rate": 3e-3,
-    "clipnorm": 1.0,
-    "max_length": 24,
-    "jit_compile": None,
-}
+    learning_rate=3e-3,
+    clipnorm=1.0,
+    max_length=24,
+    jit_compile=None,
+)
 
 _SMALL_RNN = {"embedding_dim": 64, "hidden_dim": 128}
 
@@ -178,7 +180,7 @@ def _luong_multi30k(attention):
             "input_feeding": True,
             "dropout": 0.3,
         },
-        "training": {**MULTI30K_TRAINING, "epochs": 20},
+        "training": MULTI30K_TRAINING.overridden(epochs=20),
     }
 
 
@@ -190,7 +192,7 @@ PRESETS = {
         # Through one vector it learns slower than RNNsearch: in 5 epochs it
         # has not learned even the short sentences, and the main job's table
         # would show no bottleneck (docs/performance.md).
-        "training": {**SMALL_TRAINING, "epochs": 10},
+        "training": SMALL_TRAINING.overridden(epochs=10),
     },
     "rnnencdec_reversed_small": {
         "recipe": "rnnencdec",
@@ -238,7 +240,7 @@ PRESETS = {
         **_luong_small("global", "general", probability_fn="sparsemax"),
         # Its attention learns more slowly than the softmax's, so it trains
         # longer (docs/experiments/2026-12-06-luong-attention-sink.md).
-        "training": {**SMALL_TRAINING, "epochs": 8},
+        "training": SMALL_TRAINING.overridden(epochs=8),
     },
     "luong_global_concat_small": _luong_small("global", "concat"),
     "luong_local_m_general_small": _luong_small("local-m", "general"),
@@ -281,7 +283,7 @@ PRESETS = {
             "max_target_length": 128,
             "max_source_length": 128,
         },
-        "training": {**SMALL_TRAINING, "learning_rate": 2e-3},
+        "training": SMALL_TRAINING.overridden(learning_rate=2e-3),
     },
     "rnnsearch_50": {
         "recipe": "rnnsearch",
@@ -292,7 +294,7 @@ PRESETS = {
             "attention_units": 1000,
             "maxout_units": 500,
         },
-        "training": {**MULTI30K_TRAINING, "vocabulary_size": 30000},
+        "training": MULTI30K_TRAINING.overridden(vocabulary_size=30000),
     },
     "rnnsearch_multi30k": {
         "recipe": "rnnsearch",
@@ -306,7 +308,7 @@ PRESETS = {
         },
         # Twice the shared budget: its validation BLEU still rose after
         # epoch 10, and 20 epochs fit in the 2 CPU hours the issue allows.
-        "training": {**MULTI30K_TRAINING, "epochs": 20},
+        "training": MULTI30K_TRAINING.overridden(epochs=20),
     },
     # Luong et al.'s global attention (general score) with input feeding at
     # rnnsearch_multi30k's width and budget, so the two attention decoders
@@ -343,7 +345,7 @@ PRESETS = {
         # The Luong and RNNsearch presets' 1e-3 trained this deeper stack at
         # half their pace; three times that rate kept up with them
         # (docs/experiments/2026-12-07-gnmt-multi30k-rate.md).
-        "training": {**MULTI30K_TRAINING, "learning_rate": 3e-3, "epochs": 16},
+        "training": MULTI30K_TRAINING.overridden(learning_rate=3e-3, epochs=16),
     },
     # The shape of the fairseq Transformer-tiny that is the Multi30k anchor
     # (4+4 layers, d_model 128, 4 heads, feed-forward 256, dropout 0.3):
@@ -375,28 +377,27 @@ PRESETS = {
         # Batches of 128 pairs are several times smaller than the anchor's
         # 8,192-token updates (docs/performance.md has the sizes and the
         # larger batches tried), so the peak rate is lower than its 5e-3.
-        "training": {
-            **MULTI30K_TRAINING,
+        "training": MULTI30K_TRAINING.overridden(
             # German and English share most names and numbers: one joint
             # SentencePiece model, larger than either language's alone; 8,000
             # pieces scored above 4,000 on the validation set, at a slower
             # epoch (docs/performance.md).
-            "shared_vocabulary": True,
-            "vocabulary_size": 8000,
-            "batch_size": 128,
+            shared_vocabulary=True,
+            vocabulary_size=8000,
+            batch_size=128,
             # About as many epochs as the 2-core machines of the recent runs
             # train in the 2 hours the issue allows, in float32; slower
             # machines need `--epochs` lowered (docs/performance.md has the
             # times).
-            "epochs": 120,
-            "learning_rate": 2e-3,
-            "schedule": "cosine",
-            "warmup_steps": 1000,
+            epochs=120,
+            learning_rate=2e-3,
+            schedule="cosine",
+            warmup_steps=1000,
             # The fairseq and tensor2tensor recipes decode with the mean of
             # the last few epochs' weights, which a noisy small-batch run
             # needs; the anchor averages its last 10.
-            "average_last": 10,
-        },
+            average_last=10,
+        ),
     },
     "show_attend_tell_small": {
         "recipe": "show_attend_tell",
@@ -430,17 +431,17 @@ PRESETS = {
             "doubly_stochastic_lambda": 1.0,
             "max_target_length": 40,
         },
-        "training": {
-            "data": "flickr8k",
-            "image_size": 224,
-            "vocabulary_size": 10000,
-            "batch_size": 64,
-            "epochs": 20,
-            "learning_rate": 1e-3,
-            "clipnorm": 1.0,
-            "max_length": 40,
-            "jit_compile": None,
-        },
+        "training": TrainingConfig(
+            data="flickr8k",
+            image_size=224,
+            vocabulary_size=10000,
+            batch_size=64,
+            epochs=20,
+            learning_rate=1e-3,
+            clipnorm=1.0,
+            max_length=40,
+            jit_compile=None,
+        ),
     },
 }
 
@@ -462,7 +463,11 @@ def get_preset(name):
         raise UnknownPresetError(
             f"unknown preset {name!r}{hint}; `zoo list` shows the {len(PRESETS)} presets"
         )
-    return copy.deepcopy(PRESETS[name])
+    preset = copy.deepcopy(PRESETS[name])
+    if isinstance(preset["training"], dict):
+        # A preset registered with plain settings, checked as the others are.
+        preset["training"] = TrainingConfig.from_dict(preset["training"])
+    return preset
 
 
 def task_of(recipe):
@@ -486,9 +491,19 @@ def build(name, **overrides):
         ...                   target_vocabulary_size=600)
     """
     preset = get_preset(name)
-    vocabulary_size = preset["training"]["vocabulary_size"]
+    vocabulary_size = preset["training"].vocabulary_size
     vocabularies = {"target_vocabulary_size": vocabulary_size}
     if task_of(preset["recipe"]) == "translation":
         vocabularies["source_vocabulary_size"] = vocabulary_size
-    config = {**vocabularies, **preset["model"], **overrides}
-    return recipe_class(preset["recipe"])(**config)
+    return build_model(
+        {"recipe": preset["recipe"], "model": {**vocabularies, **preset["model"], **overrides}}
+    )
+
+
+def build_model(config):
+    """The model of a run's config ({"recipe", "model"}), built, with random
+    weights: the one place a recipe is made, for `zoo.build`, training and
+    `zoo.load` alike."""
+    model = recipe_class(config["recipe"])(**config["model"])
+    model.build()
+    return model

@@ -73,10 +73,10 @@ def vocabulary_files(roles, training):
 
     Args:
         roles: the task's vocabulary roles ("source", "target").
-        training: the run's training settings.
+        training: the run's `TrainingConfig`.
     """
-    suffix = VOCABULARY_SUFFIXES[training.get("tokenizer") or "wordpiece"]
-    if training.get("shared_vocabulary") and len(roles) > 1:
+    suffix = VOCABULARY_SUFFIXES[training.tokenizer or "wordpiece"]
+    if training.shared_vocabulary and len(roles) > 1:
         return {role: SHARED + suffix for role in roles}
     return {role: role + suffix for role in roles}
 

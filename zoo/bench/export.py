@@ -45,7 +45,7 @@ def _exported_sides(size):
     from zoo.export import onnx_export
     from zoo.export import onnx_runner
     from zoo import registry
-    from zoo.training import loop as training
+    from zoo.training import untrained as training
 
     pairs = data.synthetic_splits(500, 0, 64, seed=0)
     recipe = registry.get_preset(EXPORT_PRESET)["recipe"]

@@ -96,18 +96,18 @@ def _bench_precision(runner, name, make_model, inputs, labels, size, items, unit
     both at the recipe's default `jit_compile` and with the training loss."""
     import keras
 
-    from zoo import registry
-    from zoo.recipes.seq2seq import default_jit_compile
     from zoo.training import distributed
 
-    jit_compile = default_jit_compile(registry.recipe_class(registry.get_preset(name)["recipe"]))
+    from zoo.training import losses
+
+    jit_compile = preset_jit_compile(name)
     steps, dtypes = [], []
     for precision in (runner.mixed_precision, None):
         with distributed.precision_policy(precision):
             model = make_model()
         model.compile(
             optimizer=keras.optimizers.Adam(1e-3, clipnorm=1.0),
-            loss=distributed.TokenCrossentropy(),
+            loss=losses.TokenCrossentropy(),
             jit_compile=jit_compile,
         )
         steps.append(lambda model=model: model.train_on_batch(inputs, labels))
@@ -173,7 +173,7 @@ def _bench_new_shape(runner, preset, models, inputs, labels, details):
     further shape of a real training costs.
     """
     from zoo import registry
-    from zoo.training import loop as training
+    from zoo.training import batch_shapes
 
     costs = {}
     for extra in (1, 2):
@@ -183,8 +183,8 @@ def _bench_new_shape(runner, preset, models, inputs, labels, details):
             start = time.perf_counter()
             finish(model.train_on_batch(longer_inputs, longer_labels))
             costs[jit_compile] = time.perf_counter() - start
-    shapes, batches = training.compiled_batch_shapes(preset)
-    epochs = registry.get_preset(preset)["training"]["epochs"]
+    shapes, batches = batch_shapes.compiled_batch_shapes(preset)
+    epochs = registry.get_preset(preset)["training"].epochs
     details["new_shape_first_step"] = {"xla": costs[True], "no_xla": costs[False]}
     details["steps_per_shape"] = batches * epochs / shapes
     runner.log(
@@ -206,23 +206,20 @@ def xla_repaid_after(case):
     return compile_cost / saving if saving > 0 else math.inf
 
 
-def default_jit_compile(preset):
+def preset_jit_compile(preset):
     """The `jit_compile` that `preset` trains with by default on this backend."""
     from zoo import registry
-    from zoo.recipes.seq2seq import default_jit_compile as recipe_default
+    from zoo.training import loop
 
     settings = registry.get_preset(preset)
-    configured = settings["training"].get("jit_compile")
-    if configured is not None:
-        return configured
-    return recipe_default(registry.recipe_class(settings["recipe"]))
+    return loop.train_step_jit_compile(settings["recipe"], settings["training"])
 
 
 def weigh_xla(case, log):
     """Records whether XLA is the faster choice over the preset's own
     training, and whether its default `jit_compile` makes that choice."""
     details = case.details
-    default = default_jit_compile(details["preset"])
+    default = preset_jit_compile(details["preset"])
     if "xla_error" in details:
         faster, reason = False, "XLA fails to compile"
     else:

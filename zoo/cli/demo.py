@@ -14,6 +14,7 @@ from pathlib import Path
 from zoo import registry
 from zoo import runs
 from zoo.tasks import TRANSLATION
+from zoo.training.config import of_run
 
 PRESETS = ("rnnencdec_small", "rnnsearch_small")
 
@@ -63,7 +64,7 @@ def run(out="runs/demo", presets=PRESETS, epochs=None, train_size=None, verbose=
             evaluate_test=False,
         )
         translator = zoo.load(run_dir)
-        test_pairs = TRANSLATION.load_splits(translator.config["training"])[2]
+        test_pairs = TRANSLATION.load_splits(of_run(translator.config))[2]
         results[preset] = translator.evaluate(test_pairs)
         # Decoded once, here, for the table; recorded as `zoo train` records it.
         metrics = runs.read_json(run_dir / runs.METRICS)

@@ -86,6 +86,7 @@ from zoo.export.onnx_runner import README
 from zoo.export.onnx_runner import RUNNER
 from zoo.export.onnx_runner import RUNNER_PACKAGE
 from zoo.recipes.contract import carried_state_keys
+from zoo.training.config import of_run
 
 # tf2onnx's preferred opset (`tf2onnx.constants.PREFERRED_OPSET` of the
 # pinned tf2onnx): the one its own tests cover, and one onnxruntime runs.
@@ -196,9 +197,10 @@ def example_source(config):
     of the user's own corpus, whose language is not recorded, a placeholder."""
     from zoo.data.synthetic import synthetic_corpus
 
-    if config["training"].get("data") != "synthetic":
+    training = of_run(config)
+    if not training.is_synthetic:
         return "a sentence in the source language"
-    return synthetic_corpus(1, seed=config["training"].get("seed", 0), max_length=8)[0][0]
+    return synthetic_corpus(1, seed=training.seed, max_length=8)[0][0]
 
 
 def folder_readme(manifest, example_source="a sentence in the source language"):
@@ -460,7 +462,7 @@ def _manifest(model, task, config, graphs, vocabularies, opset):
         "max_source_length": getattr(model, "max_source_length", None),
         # Sources are cut to it (translation), or captions to it (captioning),
         # as the Python API does.
-        "training_max_length": config.get("training", {}).get("max_length"),
+        "training_max_length": of_run(config).max_length,
         "image_size": model.image_size,
         "grid_shape": None if model.grid_shape is None else list(model.grid_shape),
         "config": config,

@@ -11,6 +11,7 @@ from zoo.recipes import decoding
 from zoo.recipes.contract import EOS_TOKEN
 from zoo.inference.search_choice import choose_search
 from zoo.inference.search_settings import SearchSettings
+from zoo.training.config import of_run
 
 
 @dataclass
@@ -68,7 +69,7 @@ class Captioner:
 
     @property
     def max_caption_length(self):
-        return self.config.get("training", {}).get("max_length")
+        return of_run(self.config).max_length
 
     def _as_batch(self, images):
         images = np.asarray(images)

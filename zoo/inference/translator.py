@@ -12,6 +12,7 @@ from zoo.inference.search_choice import choose_search
 from zoo.inference.search_choice import compile_inference
 from zoo.inference.search_settings import SearchSettings
 from zoo.recipes import decoding
+from zoo.training.config import of_run
 
 # A batch's sources are padded to a multiple of this width, so that a
 # compiled search is retraced for few distinct shapes. The exported
@@ -140,7 +141,7 @@ class Translator:
 
     @property
     def max_source_length(self):
-        return self.config.get("training", {}).get("max_length")
+        return of_run(self.config).max_length
 
     def _encode_sources(self, sentences):
         """The parts each sentence is decoded as: for each sentence a list

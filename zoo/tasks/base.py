@@ -3,6 +3,8 @@ the `TaskData` a task gives training."""
 
 from zoo import runs
 from zoo.errors import ZooUserError
+from zoo.training.config import TrainingError
+from zoo.training.config import of_run
 
 
 class TaskData:
@@ -40,7 +42,7 @@ class Task:
     def vocabulary_files(self, config):
         """Role -> file name of the vocabularies of a run of `config` (its
         config.json, or an ONNX manifest's config)."""
-        return runs.vocabulary_files(self.roles, config.get("training", {}))
+        return runs.vocabulary_files(self.roles, of_run(config))
 
     def run_files(self, config):
         """The files a finished run directory of `config` holds."""
@@ -51,36 +53,30 @@ class Task:
         """The tokenizer a training of these settings gets unless it names one."""
         return "wordpiece"
 
-    def tokenizer_settings(self, training, tokenizer=None, shared_vocabulary=None):
-        """`training` with its "tokenizer" and "shared_vocabulary" settled:
-        `tokenizer` / `shared_vocabulary` when given, else the settings', else
-        the task's default; a tokenizer the task can't train is refused."""
-        training = dict(training)
-        training["tokenizer"] = (
-            tokenizer or training.get("tokenizer") or self.default_tokenizer(training)
-        )
-        if training["tokenizer"] not in self.tokenizers:
-            raise ZooUserError(
+    def settled(self, training):
+        """The `TrainingConfig` `training` with its tokenizer settled: the
+        one it names, else the task's default; a tokenizer the task can't
+        train is refused."""
+        tokenizer = training.tokenizer or self.default_tokenizer(training)
+        if tokenizer not in self.tokenizers:
+            raise TrainingError(
                 f"a {self.name} run trains {' or '.join(self.tokenizers)} vocabularies; "
-                f"received tokenizer {training['tokenizer']!r}"
+                f"received tokenizer {tokenizer!r}"
             )
-        if shared_vocabulary is not None:
-            training["shared_vocabulary"] = shared_vocabulary
-        training["shared_vocabulary"] = bool(training.get("shared_vocabulary", False))
-        return training
+        return training.overridden(tokenizer=tokenizer)
 
     def load_splits(self, training):
         """(train, valid, test) examples for a preset's training settings.
 
-        `training["data"]` is "synthetic" (the embedded data) or a corpus
+        `training.data` is "synthetic" (the embedded data) or a corpus
         spec; from a real corpus the last `valid_size` examples are held out
         for validation and there is no test split (evaluate with `zoo
         evaluate DIR --data TEST`).
         """
-        if training["data"] == "synthetic":
+        if training.is_synthetic:
             splits = self.synthetic_splits(training)
             return splits["train"], splits["valid"], splits["test"]
-        return hold_out_validation(self.read_examples(training["data"]), training)
+        return hold_out_validation(self.read_examples(training.data), training)
 
     def synthetic_splits(self, training):
         """{"train", "valid", "test"}: the embedded data's splits."""
@@ -114,8 +110,8 @@ class Task:
         else the synthetic test split the run was trained beside."""
         if data_spec:
             return self.read_examples(data_spec)
-        settings = config["training"]
-        if settings["data"] != "synthetic":
+        settings = of_run(config)
+        if not settings.is_synthetic:
             raise ZooUserError(
                 f"this run was not trained on the synthetic {self.synthetic_data}: "
                 "name its test set with --data"
@@ -129,9 +125,9 @@ class Task:
 def hold_out_validation(examples, training):
     """A real corpus: the last `valid_size` examples (at most a tenth) for
     validation, at most `train_size` before them for training, no test."""
-    valid_size = min(training.get("valid_size", 500), len(examples) // 10)
-    if training.get("train_size"):
-        examples = examples[: training["train_size"] + valid_size]
+    valid_size = min(training.valid_size, len(examples) // 10)
+    if training.train_size:
+        examples = examples[: training.train_size + valid_size]
     return examples[: len(examples) - valid_size], examples[len(examples) - valid_size :], []
 
 
@@ -142,7 +138,7 @@ def run_tokenizers(task, out, training, sentences):
     share a file share one tokenizer, learned from all their sentences."""
     from zoo import data  # TensorFlow-based: loaded only here
 
-    files = task.vocabulary_files({"training": training})
+    files = runs.vocabulary_files(task.roles, training)
     tokenizers = {}
     for name in dict.fromkeys(files.values()):
         path = out / name
@@ -151,7 +147,7 @@ def run_tokenizers(task, out, training, sentences):
         else:
             text = [s for role in task.roles if files[role] == name for s in sentences[role]]
             tokenizer = data.train_tokenizer(
-                training.get("tokenizer") or "wordpiece", text, training["vocabulary_size"]
+                training.tokenizer or "wordpiece", text, training.vocabulary_size
             )
             tokenizer.save(path)
         tokenizers.update({role: tokenizer for role in task.roles if files[role] == name})

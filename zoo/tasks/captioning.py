@@ -18,9 +18,9 @@ class Captioning(Task):
         objects' boxes. `train_size` counts images."""
         from zoo import data
 
-        sizes = (training["train_size"], training["valid_size"], training["test_size"])
+        sizes = (training.train_size, training.valid_size, training.test_size)
         return data.synthetic_caption_splits(
-            *sizes, seed=training.get("seed", 0), image_size=training["image_size"]
+            *sizes, seed=training.seed, image_size=training.image_size
         )
 
     def read_examples(self, data_spec):
@@ -53,11 +53,11 @@ class Captioning(Task):
                 images,
                 captions,
                 tokenizer,
-                image_size=training["image_size"],
-                batch_size=training["batch_size"],
+                image_size=training.image_size,
+                batch_size=training.batch_size,
                 shuffle=shuffle,
-                seed=training.get("seed", 0),
-                max_caption_length=training["max_length"],
+                seed=training.seed,
+                max_caption_length=training.max_length,
                 epochs=epochs,
                 drop_remainder=drop_remainder,
                 pad_to_max_length=fixed_shapes,

@@ -7,13 +7,6 @@ from zoo.tasks import check_run_directory
 from zoo.tasks import task_for
 
 
-def build_model(config):
-    """The model of a run's config, built, with random weights."""
-    model = registry.recipe_class(config["recipe"])(**config["model"])
-    model.build()
-    return model
-
-
 def load_tokenizers(folder, files):
     """{role: tokenizer} of the vocabulary `files` ({role: name}) in
     `folder`, each file loaded once (roles that share it share the tokenizer),
@@ -30,7 +23,7 @@ def load(run_dir):
     run_dir = check_run_directory(run_dir)
     config = runs.read_json(run_dir / runs.CONFIG)
     task = task_for(config)
-    model = build_model(config)
+    model = registry.build_model(config)
     try:
         model.load_weights(run_dir / runs.WEIGHTS)
     # h5py reports a damaged file as a KeyError or a RuntimeError (a run

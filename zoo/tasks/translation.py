@@ -5,6 +5,7 @@ import functools
 from pathlib import Path
 
 from zoo.errors import ZooUserError
+from zoo.training.config import of_run
 
 from zoo.tasks.base import Task
 from zoo.tasks.base import TaskData
@@ -22,8 +23,8 @@ class Translation(Task):
         """The embedded corpus's pairs."""
         from zoo import data
 
-        sizes = (training["train_size"], training["valid_size"], training["test_size"])
-        return data.synthetic_splits(*sizes, seed=training.get("seed", 0))
+        sizes = (training.train_size, training.valid_size, training.test_size)
+        return data.synthetic_splits(*sizes, seed=training.seed)
 
     def synthetic_test_alignments(self, training):
         """The synthetic test split as `(pairs, golds)`: its (source,
@@ -31,8 +32,8 @@ class Translation(Task):
         from zoo import data
         from zoo.evaluation import alignment
 
-        sizes = (training["train_size"], training["valid_size"], training["test_size"])
-        test = data.synthetic_splits(*sizes, seed=training.get("seed", 0), with_alignments=True)
+        sizes = (training.train_size, training.valid_size, training.test_size)
+        test = data.synthetic_splits(*sizes, seed=training.seed, with_alignments=True)
         pairs = [(source, target) for source, target, _ in test["test"]]
         return pairs, [alignment.parse_gold(line) for _, _, line in test["test"]]
 
@@ -53,7 +54,7 @@ class Translation(Task):
         if gold_path is None:
             if data_spec:
                 return pairs, None
-            return self.synthetic_test_alignments(config["training"])
+            return self.synthetic_test_alignments(of_run(config))
         path = Path(gold_path)
         if not path.is_file():
             raise ZooUserError(f"--gold-alignments {gold_path!r} does not exist or is not a file")
@@ -80,7 +81,7 @@ class Translation(Task):
     def default_tokenizer(self, training):
         """SentencePiece, which keeps case, for a real corpus; WordPiece for
         the embedded synthetic corpus, which is lowercase."""
-        return "wordpiece" if training["data"] == "synthetic" else "sentencepiece"
+        return "wordpiece" if training.is_synthetic else "sentencepiece"
 
     def wrapper(self):
         from zoo.inference.translator import Translator
@@ -106,8 +107,8 @@ class Translation(Task):
                 pairs,
                 source_tokenizer,
                 target_tokenizer,
-                max_source_length=training["max_length"],
-                max_target_length=training["max_length"],
+                max_source_length=training.max_length,
+                max_target_length=training.max_length,
             )
 
         def dataset(encoded, shuffle, epochs=None):
@@ -115,9 +116,9 @@ class Translation(Task):
                 encoded,
                 source_tokenizer,
                 target_tokenizer,
-                batch_size=training["batch_size"],
+                batch_size=training.batch_size,
                 shuffle=shuffle,
-                seed=training.get("seed", 0),
+                seed=training.seed,
                 epochs=epochs,
                 drop_remainder=drop_remainder,
                 pad_to_bucket_boundary=fixed_shapes,
@@ -168,8 +169,8 @@ class Translation(Task):
             for name in ("bleu", "bleu_lowercased")
             for part, field in (("", "score"), ("_signature", "signature"))
         }
-        training = translator.config["training"]
-        if training["data"] == "synthetic":
+        training = of_run(translator.config)
+        if training.data == "synthetic":
             _, golds = self.synthetic_test_alignments(training)
             scores = translator.alignment_scores(test_pairs, golds)
             metrics.update(alignment_metrics(scores, prefix="test_"))

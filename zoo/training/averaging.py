@@ -20,6 +20,7 @@ leaves the run as it is.
 import numpy as np
 
 from zoo import files
+from zoo import registry
 from zoo import runs
 from zoo.errors import ZooUserError
 from zoo.training import checkpoints
@@ -81,7 +82,6 @@ def average_run(run_dir, last, out=None):
     """
     from zoo.tasks import check_run_directory
     from zoo.tasks import write_run_manifest
-    from zoo.tasks.loading import build_model
 
     run_dir = check_run_directory(run_dir)
     if not isinstance(last, int) or isinstance(last, bool) or last < 1:
@@ -97,7 +97,7 @@ def average_run(run_dir, last, out=None):
             f"fewer than --last {last}"
         )
     chosen = found[-last:]
-    model = build_model(runs.read_json(run_dir / runs.CONFIG))
+    model = registry.build_model(runs.read_json(run_dir / runs.CONFIG))
     model.set_weights(average_weights(model, [c.weights for c in chosen]))
     names = [c.name for c in chosen]
     if out is not None:

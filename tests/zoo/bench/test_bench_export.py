@@ -27,7 +27,7 @@ def test_bench_export_run_serves_each_side_in_a_process_of_its_own(tmp_path, cap
     from zoo import data
     from zoo.data.tokenizer import TextTokenizer
     from zoo.bench.trained_serving import TIMED_PASSES
-    from zoo.training import loop as training
+    from zoo.training import untrained as training
 
     pairs = data.synthetic_splits(200, 0, 0)["train"]
     sources, targets = [s for s, _ in pairs], [t for _, t in pairs]

@@ -9,7 +9,7 @@ from tiny_configs import TINY
 from zoo import cli
 from zoo import data
 from zoo.data.tokenizer import TextTokenizer
-from zoo.training import loop as training
+from zoo.training import untrained as training
 
 pytestmark = pytest.mark.tensorflow_only
 

@@ -60,7 +60,7 @@ def test_xla_is_weighed_by_its_compilation_per_shape_against_its_faster_steps(
     # 0.1 s saved per step against 14.8 s more per shape: repaid after 148 steps.
     case = _xla_case("transformer_small", 0.2, 0.3, 15.0, steps_per_shape)
     training.weigh_xla(case, log=lambda message: None)
-    default = training.default_jit_compile("transformer_small")
+    default = training.preset_jit_compile("transformer_small")
     assert case.details["xla_repaid_after_steps"] == pytest.approx(148)
     assert case.details["xla_faster_in_training"] is xla_pays
     assert case.details["default_jit_compile"] is default

@@ -20,7 +20,7 @@ TINY_TRAINING = {"train_size": 64, "valid_size": 16, "test_size": 24, "epochs": 
 @pytest.fixture
 def tiny_demo_presets(monkeypatch):
     for preset in demo.PRESETS:
-        training = {**registry.PRESETS[preset]["training"], **TINY_TRAINING}
+        training = registry.PRESETS[preset]["training"].overridden(**TINY_TRAINING)
         monkeypatch.setitem(registry.PRESETS[preset], "training", training)
 
 

@@ -9,7 +9,7 @@ import tiny_configs
 
 from zoo import registry
 from zoo.data import synthetic_corpus
-from zoo.training import loop as training
+from zoo.training import untrained as training
 
 # The shared tiny configs, with room for the longer test sentences.
 TINY = {

@@ -24,7 +24,7 @@ from zoo.export.onnx_runner import DEFAULT_LIMITS
 from zoo import registry
 from zoo import runs
 from zoo.tasks import write_run_manifest
-from zoo.training import loop as training
+from zoo.training import untrained as training
 from zoo.data import captions as caption_data
 from zoo.data.sentencepiece_tokenizer import SentencePieceTokenizer
 from zoo.data.tokenizer import TextTokenizer

@@ -14,6 +14,7 @@ from zoo.tasks import TRANSLATION
 from zoo.tasks import check_run_directory
 from zoo.tasks import task_for
 from zoo.tasks import write_run_manifest
+from zoo.training.config import TrainingConfig
 
 pytestmark = pytest.mark.backend_independent
 
@@ -62,15 +63,16 @@ def test_each_task_knows_its_run_files_and_command():
 def test_translation_tokenizer_defaults_to_sentencepiece_on_a_real_corpus(
     training, tokenizer, expected
 ):
-    settled = TRANSLATION.tokenizer_settings(training, tokenizer)
-    assert settled["tokenizer"] == expected and settled["shared_vocabulary"] is False
-    assert TRANSLATION.tokenizer_settings(training, tokenizer, True)["shared_vocabulary"]
+    config = TrainingConfig(**training).overridden(tokenizer=tokenizer)
+    settled = TRANSLATION.settled(config)
+    assert settled.tokenizer == expected and settled.shared_vocabulary is False
+    assert TRANSLATION.settled(config.overridden(shared_vocabulary=True)).shared_vocabulary
 
 
 def test_captioning_refuses_sentencepiece_in_one_line():
-    assert CAPTIONING.tokenizer_settings({"data": "flickr8k"})["tokenizer"] == "wordpiece"
+    assert CAPTIONING.settled(TrainingConfig(data="flickr8k")).tokenizer == "wordpiece"
     with pytest.raises(ZooUserError, match="captioning run trains wordpiece.*'sentencepiece'"):
-        CAPTIONING.tokenizer_settings({"data": "synthetic"}, "sentencepiece")
+        CAPTIONING.settled(TrainingConfig(data="synthetic", tokenizer="sentencepiece"))
 
 
 def test_open_passes_the_tokenizers_in_the_wrapper_order():

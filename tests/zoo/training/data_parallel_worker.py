@@ -14,6 +14,8 @@ import numpy as np
 
 from zoo.training import distributed
 
+from zoo.training import losses
+
 VOCABULARY, LENGTH, BATCH, BATCHES = 13, 7, 8, 4
 
 
@@ -38,7 +40,7 @@ def train(strategy):
         model = keras.Model(source, keras.layers.Dense(VOCABULARY)(hidden))
         model.compile(
             optimizer=keras.optimizers.SGD(0.5, clipnorm=0.05),
-            loss=distributed.TokenCrossentropy(),
+            loss=losses.TokenCrossentropy(),
         )
     initial = [np.asarray(w) for w in model.get_weights()]
     source, target = batches()

@@ -28,6 +28,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from zoo.training import distributed  # noqa: E402
+from zoo.training import losses  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parents[2]))  # tests/, for tiny_configs
 import tiny_configs  # noqa: E402
@@ -82,7 +83,7 @@ def train(strategy, run, **fit_arguments):
             # A tiny clipnorm: every step clips, so clipping before the
             # replicas' gradients are summed would show.
             optimizer=keras.optimizers.SGD(0.5, clipnorm=0.05),
-            loss=distributed.TokenCrossentropy(),
+            loss=losses.TokenCrossentropy(),
         )
     initial = [np.asarray(w) for w in model.get_weights()]
     events = Events()
@@ -106,7 +107,7 @@ def train_recipe_with_an_empty_share(strategy, run):
             attentional_activation="tanh",
             initial_state="encoder",
         )
-        model.compile(optimizer=keras.optimizers.SGD(0.5), loss=distributed.TokenCrossentropy())
+        model.compile(optimizer=keras.optimizers.SGD(0.5), loss=losses.TokenCrossentropy())
     rows = np.arange(9) % len(tiny_configs.SOURCE)
     data = tf.data.Dataset.from_tensor_slices((
         {"source": tiny_configs.SOURCE[rows], "target_in": tiny_configs.TARGET_IN[rows]},

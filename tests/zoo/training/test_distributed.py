@@ -17,6 +17,7 @@ from cli_checks import run_cli
 import zoo.registry
 from zoo import cli
 from zoo.training import distributed
+from zoo.training import losses
 from zoo import runs
 from zoo.training import loop as training
 
@@ -48,16 +49,16 @@ def test_token_crossentropy_is_the_token_mean_on_one_device():
     targets = np.array([[4, 5, 0, 0, 0], [1, 2, 3, 4, 5], [6, 0, 0, 0, 0]])
     keras_loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)
     expected = float(keras_loss(targets, logits))
-    assert float(distributed.TokenCrossentropy()(targets, logits)) == pytest.approx(expected, rel=1e-6)
+    assert float(losses.TokenCrossentropy()(targets, logits)) == pytest.approx(expected, rel=1e-6)
 
 
 def test_token_crossentropy_is_float32_on_half_precision_logits():
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(2, 4, 9)).astype("float16")
     targets = np.array([[1, 2, 0, 0], [3, 4, 5, 6]])
-    loss = distributed.TokenCrossentropy()(targets, keras.ops.convert_to_tensor(logits))
+    loss = losses.TokenCrossentropy()(targets, keras.ops.convert_to_tensor(logits))
     assert keras.backend.standardize_dtype(loss.dtype) == "float32"
-    expected = distributed.TokenCrossentropy()(targets, logits.astype("float32"))
+    expected = losses.TokenCrossentropy()(targets, logits.astype("float32"))
     assert float(loss) == pytest.approx(float(expected), rel=1e-6)
 
 
@@ -112,14 +113,15 @@ def one_device_batches(run):
     settings trains on, epoch after epoch (the pipeline shuffles with the
     run's seed, so these are the batches it trained on)."""
     from zoo.tasks import task_for
+    from zoo.training.config import of_run
 
     config = runs.read_json(run / runs.CONFIG)
-    training_settings = config["training"]
+    training_settings = of_run(config)
     task = task_for(config)
     task_data = task.prepare_data(training_settings, task.load_splits(training_settings), run)
     return [
         targets.numpy().tolist()
-        for _, targets in task_data.train_data(range(training_settings["epochs"]))
+        for _, targets in task_data.train_data(range(training_settings.epochs))
     ]
 
 
@@ -209,7 +211,7 @@ def test_float16_compiles_with_loss_scaling():
 
     with distributed.precision_policy("float16"):
         model = RNNSearch(10, 10, embedding_dim=4, hidden_dim=4, attention_units=4, maxout_units=2)
-        model.compile(optimizer="adam", loss=distributed.TokenCrossentropy())
+        model.compile(optimizer="adam", loss=losses.TokenCrossentropy())
     assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
     assert model.dtype_policy.name == "mixed_float16"
     assert keras.config.dtype_policy().name == "float32"

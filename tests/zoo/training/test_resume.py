@@ -266,7 +266,7 @@ def test_continuing_a_run_that_cannot_be_continued_is_refused(tmp_path, capsys, 
         out.mkdir()
         training_settings = registry.get_preset("rnnsearch_small")["training"]
         (out / "config.json").write_text(
-            json.dumps({"preset": "rnnsearch_small", "training": training_settings})
+            json.dumps({"preset": "rnnsearch_small", "training": training_settings.to_dict()})
         )
         (out / "model.weights.h5").write_bytes(b"")
     code, _, stderr = run_cli(capsys, "train", "rnnsearch_small", "--out", str(out), *options)

@@ -22,7 +22,7 @@ TINY_RUN = {
     "description": "a tiny RNNsearch on a few synthetic pairs",
     "model": TINY["rnnsearch"],
     "training": {
-        **registry.SMALL_TRAINING,
+        **registry.SMALL_TRAINING.to_dict(),
         "train_size": 32, "valid_size": 8, "test_size": 0, "vocabulary_size": 60,
         "batch_size": 8, "epochs": 2,
     },

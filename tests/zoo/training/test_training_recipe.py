@@ -5,7 +5,6 @@ TensorBoard logs, checkpoint averaging, and the automatic precision.
 The training side of zoo/ runs on TensorFlow's data pipeline, so these run
 in the tensorflow process, except the loss, which trains on every backend."""
 
-import json
 import math
 
 import keras
@@ -20,10 +19,13 @@ from tiny_configs import TINY
 import zoo
 from zoo import registry
 from zoo import runs
-from zoo.tasks.loading import build_model
+from zoo.registry import build_model
 from zoo.training import averaging
 from zoo.training import distributed
+from zoo.training import losses
 from zoo.training import loop as training
+from zoo.training.config import TrainingConfig
+from zoo.training.schedules import learning_rate_schedule
 from zoo.training import validation
 
 
@@ -45,17 +47,17 @@ def test_label_smoothing_is_the_smoothed_cross_entropy_over_the_tokens(smoothing
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(3, 5, 7)).astype("float32") * 3
     targets = np.array([[4, 5, 0, 0, 0], [1, 2, 3, 4, 5], [6, 0, 0, 0, 0]])
-    loss = distributed.TokenCrossentropy(label_smoothing=smoothing)(targets, logits)
+    loss = losses.TokenCrossentropy(label_smoothing=smoothing)(targets, logits)
     expected = softmax_cross_entropy(logits, targets, smoothing)
     assert float(loss) == pytest.approx(expected, rel=1e-5)
-    config = distributed.TokenCrossentropy(label_smoothing=smoothing).get_config()
-    assert distributed.TokenCrossentropy.from_config(config).label_smoothing == smoothing
+    config = losses.TokenCrossentropy(label_smoothing=smoothing).get_config()
+    assert losses.TokenCrossentropy.from_config(config).label_smoothing == smoothing
 
 
 @pytest.mark.tensorflow_only
 def test_label_smoothing_out_of_range_names_the_value():
     with pytest.raises(ValueError, match="label_smoothing=1.0"):
-        distributed.TokenCrossentropy(label_smoothing=1.0)
+        losses.TokenCrossentropy(label_smoothing=1.0)
 
 
 def schedule_values(schedule, steps):
@@ -64,8 +66,8 @@ def schedule_values(schedule, steps):
 
 @pytest.mark.tensorflow_only
 def test_inverse_sqrt_schedule_peaks_at_the_rate_after_the_warm_up_and_round_trips():
-    settings = {"learning_rate": 1e-3, "epochs": 2, "schedule": "inverse_sqrt", "warmup_steps": 4}
-    schedule = training.learning_rate_schedule(settings, batches_per_epoch=10)
+    settings = TrainingConfig(learning_rate=1e-3, epochs=2, schedule="inverse_sqrt", warmup_steps=4)
+    schedule = learning_rate_schedule(settings, batches_per_epoch=10)
     steps = np.arange(20)
     n = steps + 1.0  # the first update's step is 1
     expected = 1e-3 * math.sqrt(4) * np.minimum(n**-0.5, n * 4**-1.5)
@@ -77,8 +79,8 @@ def test_inverse_sqrt_schedule_peaks_at_the_rate_after_the_warm_up_and_round_tri
 
 @pytest.mark.tensorflow_only
 def test_cosine_schedule_warms_up_linearly_then_decays_to_a_tenth():
-    settings = {"learning_rate": 2e-3, "epochs": 2, "schedule": "cosine", "warmup_steps": 5}
-    schedule = training.learning_rate_schedule(settings, batches_per_epoch=10)
+    settings = TrainingConfig(learning_rate=2e-3, epochs=2, schedule="cosine", warmup_steps=5)
+    schedule = learning_rate_schedule(settings, batches_per_epoch=10)
     steps = np.arange(25)
     decay = np.clip(steps - 5, 0, 15) / 15
     expected = np.where(
@@ -90,10 +92,10 @@ def test_cosine_schedule_warms_up_linearly_then_decays_to_a_tenth():
 @pytest.mark.tensorflow_only
 def test_a_continued_cosine_schedule_goes_on_at_its_floor_instead_of_restarting():
     # `zoo train --continue` from 2 to 4 epochs keeps the first 2 epochs' schedule.
-    first = {"learning_rate": 2e-3, "epochs": 2, "schedule": "cosine"}
-    continued = {**first, "epochs": 4, "schedule_epochs": 2}
-    first_values = schedule_values(training.learning_rate_schedule(first, 10), range(40))
-    continued_values = schedule_values(training.learning_rate_schedule(continued, 10), range(40))
+    first = TrainingConfig(learning_rate=2e-3, epochs=2, schedule="cosine")
+    continued = first.overridden(epochs=4, schedule_epochs=2)
+    first_values = schedule_values(learning_rate_schedule(first, 10), range(40))
+    continued_values = schedule_values(learning_rate_schedule(continued, 10), range(40))
     np.testing.assert_array_equal(continued_values, first_values)
     np.testing.assert_allclose(continued_values[20:], 2e-3 / 10, rtol=1e-6)
 
@@ -101,7 +103,7 @@ def test_a_continued_cosine_schedule_goes_on_at_its_floor_instead_of_restarting(
 @pytest.mark.tensorflow_only
 def test_no_warm_up_keeps_the_cosine_decay_the_small_presets_trained_with():
     settings = registry.get_preset("rnnsearch_small")["training"]
-    schedule = training.learning_rate_schedule(settings, batches_per_epoch=10)
+    schedule = learning_rate_schedule(settings, batches_per_epoch=10)
     assert keras.optimizers.schedules.serialize(schedule)["config"] == {
         "initial_learning_rate": 1e-2, "decay_steps": 50, "alpha": 0.1, "name": "CosineDecay",
         "warmup_target": None, "warmup_steps": 0,
@@ -111,16 +113,16 @@ def test_no_warm_up_keeps_the_cosine_decay_the_small_presets_trained_with():
 @pytest.mark.tensorflow_only
 def test_presets_train_with_what_their_corpus_needs():
     small = registry.get_preset("rnnsearch_small")["training"]
-    assert (small["label_smoothing"], small["warmup_steps"], small["validation_bleu"]) == (0, 0, False)
+    assert (small.label_smoothing, small.warmup_steps, small.validation_bleu) == (0, 0, False)
     transformer = registry.get_preset("transformer_multi30k")["training"]
-    assert transformer["label_smoothing"] == 0.1 and transformer["validation_bleu"]
-    assert (transformer["schedule"], transformer["warmup_steps"]) == ("cosine", 1000)
-    assert (transformer["epochs"], transformer["average_last"]) == (120, 10)
+    assert transformer.label_smoothing == 0.1 and transformer.validation_bleu
+    assert (transformer.schedule, transformer.warmup_steps) == ("cosine", 1000)
+    assert (transformer.epochs, transformer.average_last) == (120, 10)
     # One joint vocabulary, embedded and projected by one matrix.
-    assert (transformer["shared_vocabulary"], transformer["vocabulary_size"]) == (True, 8000)
+    assert (transformer.shared_vocabulary, transformer.vocabulary_size) == (True, 8000)
     assert registry.get_preset("transformer_multi30k")["model"]["share_all_embeddings"]
     rnnsearch = registry.get_preset("rnnsearch_multi30k")["training"]
-    assert (rnnsearch["schedule"], rnnsearch["epochs"]) == ("cosine", 20)
+    assert (rnnsearch.schedule, rnnsearch.epochs) == ("cosine", 20)
 
 
 AMX_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx512f amx_bf16 amx_tile amx_int8\n"
@@ -139,13 +141,16 @@ def test_automatic_precision_is_bfloat16_only_with_amx_bf16():
 @pytest.mark.parametrize(
     "option, value, words",
     [
-        ("--label-smoothing", "1", ["--label-smoothing", "[0, 1)", "'1'"]),
-        ("--warmup-steps", "-3", ["--warmup-steps", "'-3'"]),
+        # Each parsed and checked as `TrainingConfig` checks it, naming the setting.
+        ("--label-smoothing", "1", ["--label-smoothing", "[0, 1)", "received 1.0"]),
+        ("--warmup-steps", "-3", ["--warmup-steps", ">= 0", "received -3"]),
         ("--schedule", "linear", ["--schedule", "'linear'"]),
-        ("--seed", "-1", ["--seed", "'-1'"]),
-        ("--learning-rate", "0", ["--learning-rate", "> 0", "'0'"]),
-        ("--learning-rate", "inf", ["--learning-rate", "finite", "'inf'"]),
-        ("--vocabulary-size", "0", ["--vocabulary-size", "'0'"]),
+        ("--seed", "-1", ["--seed", ">= 0", "received -1"]),
+        ("--learning-rate", "0", ["--learning-rate", "> 0", "received 0.0"]),
+        ("--learning-rate", "inf", ["--learning-rate", "finite", "received inf"]),
+        ("--vocabulary-size", "0", ["--vocabulary-size", "received 0"]),
+        ("--vocabulary-size", "4", ["vocabulary_size must be an int >= 5", "received 4"]),
+        ("--epochs", "two", ["--epochs", "expected int", "'two'"]),
     ],
 )
 def test_bad_training_options_are_one_line_usage_errors(capsys, option, value, words):
@@ -160,9 +165,9 @@ def test_bad_training_options_are_one_line_usage_errors(capsys, option, value, w
 @pytest.mark.parametrize(
     "options, words",
     [
-        # Each passes its flag's own parsing and is refused by the training settings' check.
+        # Each flag passes its own parsing; together they are refused.
         (["--schedule", "inverse_sqrt"], ["inverse_sqrt", "warmup_steps"]),
-        (["--vocabulary-size", "4"], ["vocabulary_size must be an int >= 5", "received 4"]),
+        (["--epochs", "2", "--average-last", "3"], ["average_last 3", "2 epochs"]),
     ],
 )
 def test_settings_training_cannot_use_are_refused_before_training(tmp_path, capsys, options, words):
@@ -195,7 +200,7 @@ TINY_RUN = {
     "description": "a tiny RNNsearch on a few synthetic pairs",
     "model": {**TINY["rnnsearch"], "dropout": 0.0},
     "training": {
-        **registry.SMALL_TRAINING,
+        **registry.SMALL_TRAINING.to_dict(),
         "train_size": 64, "valid_size": 8, "test_size": 8, "vocabulary_size": 120,
         "batch_size": 16, "epochs": 2,
         "validation_bleu": True, "label_smoothing": 0.1,
@@ -332,12 +337,13 @@ def settings_train_checks(monkeypatch, tmp_path, preset, **options):
     """The training settings `train(preset, **options)` checks before it
     trains (the training itself is stopped there)."""
     settings = {}
+    settle_config = training.settle_config
 
-    def stop_before_training(training_settings):
-        settings.update(training_settings)
+    def stop_before_training(*arguments):
+        settings.update(settle_config(*arguments).to_dict())
         raise InterruptedError
 
-    monkeypatch.setattr(training, "check_training_settings", stop_before_training)
+    monkeypatch.setattr(training, "settle_config", stop_before_training)
     with pytest.raises(InterruptedError):
         training.train(preset, tmp_path / "r", **options)
     return settings
@@ -369,7 +375,7 @@ def test_a_bad_seed_is_refused_before_training(tmp_path, seed):
 
 @pytest.mark.tensorflow_only
 def test_the_learning_rate_override_reaches_the_runs_settings(monkeypatch, tmp_path):
-    preset_rate = registry.get_preset("transformer_multi30k")["training"]["learning_rate"]
+    preset_rate = registry.get_preset("transformer_multi30k")["training"].learning_rate
     settings = settings_train_checks(monkeypatch, tmp_path, "transformer_multi30k", learning_rate=5e-4)
     assert preset_rate != 5e-4 and settings["learning_rate"] == 5e-4
 
@@ -384,7 +390,7 @@ def test_a_bad_learning_rate_is_refused_before_training(tmp_path, rate):
 
 @pytest.mark.tensorflow_only
 def test_the_vocabulary_size_override_reaches_the_runs_settings(monkeypatch, tmp_path):
-    preset_size = registry.get_preset("transformer_multi30k")["training"]["vocabulary_size"]
+    preset_size = registry.get_preset("transformer_multi30k")["training"].vocabulary_size
     settings = settings_train_checks(
         monkeypatch, tmp_path, "transformer_multi30k", vocabulary_size=6000
     )
@@ -418,9 +424,10 @@ def test_shared_embeddings_without_a_shared_vocabulary_are_refused_before_traini
     [
         (
             [],
-            dict(label_smoothing=None, learning_rate=None, schedule=None, warmup_steps=None,
-                 validation_bleu=None, average_last=None, mixed_precision="auto", seed=None,
-                 vocabulary_size=None),
+            # The preset's.
+            dict(label_smoothing=0.0, learning_rate=1e-2, schedule="cosine", warmup_steps=0,
+                 validation_bleu=False, average_last=0, mixed_precision="auto", seed=0,
+                 vocabulary_size=1000),
         ),
         (["--mixed-precision", "float32"], dict(mixed_precision=None)),
         (["--mixed-precision", "bfloat16"], dict(mixed_precision="bfloat16")),

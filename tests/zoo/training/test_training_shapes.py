@@ -1,9 +1,9 @@
-"""The batch shapes a compiled (XLA) train step sees, from `zoo.training.loop`."""
+"""The batch shapes a compiled (XLA) train step sees, from `zoo.training.batch_shapes`."""
 
 import pytest
 
 from zoo import registry
-from zoo.training import loop as training
+from zoo.training import batch_shapes as training
 
 pytestmark = pytest.mark.tensorflow_only  # tf.data
 
@@ -11,12 +11,12 @@ pytestmark = pytest.mark.tensorflow_only  # tf.data
 @pytest.mark.parametrize("preset", ["transformer_small", "show_attend_tell_small"])
 def test_compiled_batch_shapes_counts_one_epoch(monkeypatch, preset):
     settings = registry.get_preset(preset)
-    small = {**settings["training"], "train_size": 150, "valid_size": 10, "test_size": 10}
+    small = settings["training"].overridden(train_size=150, valid_size=10, test_size=10)
     monkeypatch.setitem(registry.PRESETS, "small_copy", {**settings, "training": small})
 
     shapes, batches = training.compiled_batch_shapes("small_copy")
 
-    batch_size = small["batch_size"]
+    batch_size = small.batch_size
     if preset == "show_attend_tell_small":
         # Captions padded to the most steps: full batches and the last one.
         captions = 150 * 5
@@ -25,6 +25,6 @@ def test_compiled_batch_shapes_counts_one_epoch(monkeypatch, preset):
     else:
         # Length buckets 8 tokens wide, padded to their boundary: per bucket
         # a full batch shape and a last, smaller one at most.
-        buckets = small["max_length"] // 8 + 2
+        buckets = small.max_length // 8 + 2
         assert 1 <= shapes <= min(2 * buckets, batches)
         assert batches >= -(-150 // batch_size)
