@@ -51,7 +51,7 @@ def untrained_rnnsearch_run(out, vocabulary_size, **training_overrides):
     """A complete, untrained, tiny `rnnsearch_small` run at `out`, with
     WordPiece vocabularies learned from 300 synthetic pairs."""
     from zoo import data
-    from zoo.data.tokenizer import TextTokenizer
+    from zoo.data.wordpiece_tokenizer import TextTokenizer
     from zoo.training import untrained as training
 
     pairs = data.synthetic_splits(300, 0, 0)["train"]

@@ -5,7 +5,7 @@
 - `zoo.data.readers`: readers for aligned text files (WMT, Moses, Multi30k)
   and tab-separated pairs (Tatoeba, Anki), with one-line errors (pure
   Python).
-- `zoo.data.tokenizer`: WordPiece tokenization with keras-nlp (TensorFlow).
+- `zoo.data.wordpiece_tokenizer`: WordPiece tokenization with keras-nlp (TensorFlow).
 - `zoo.data.sentencepiece_tokenizer`: SentencePiece tokenization that keeps
   case, trained with `sentencepiece`, run with keras-hub (TensorFlow).
 - `zoo.data.tokenizers`: a tokenizer by name, or from its file
@@ -67,8 +67,8 @@ _LAZY = {
     "EOS_ID": "zoo.recipes.contract",
     "PAD_ID": "zoo.recipes.contract",
     "UNK_ID": "zoo.recipes.contract",
-    "RESERVED_TOKENS": "zoo.data.tokenizer",
-    "TextTokenizer": "zoo.data.tokenizer",
+    "RESERVED_TOKENS": "zoo.data.wordpiece_tokenizer",
+    "TextTokenizer": "zoo.data.wordpiece_tokenizer",
     "SentencePieceTokenizer": "zoo.data.sentencepiece_tokenizer",
     "train_tokenizer": "zoo.data.tokenizers",
     "load_tokenizer": "zoo.data.tokenizers",

@@ -2,7 +2,7 @@
 
 TensorFlow only by nature: tokenization and detokenization are traced
 `tf.function`s, so that they run inside `tf.data` and inside an exported
-SavedModel. `zoo.data.tokenizer.TextTokenizer` (WordPiece) and
+SavedModel. `zoo.data.wordpiece_tokenizer.TextTokenizer` (WordPiece) and
 `zoo.data.sentencepiece_tokenizer.SentencePieceTokenizer` subclass
 `GraphTokenizer`, which holds the vocabulary, the id look-ups, the checks of
 the inputs and the batching; a subclass gives the graph ops of its subword

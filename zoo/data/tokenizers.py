@@ -10,7 +10,7 @@ from pathlib import Path
 
 from zoo import runs
 from zoo.data.sentencepiece_tokenizer import SentencePieceTokenizer
-from zoo.data.tokenizer import TextTokenizer
+from zoo.data.wordpiece_tokenizer import TextTokenizer
 
 TOKENIZER_CLASSES = {"wordpiece": TextTokenizer, "sentencepiece": SentencePieceTokenizer}
 

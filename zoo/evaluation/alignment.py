@@ -26,7 +26,7 @@ import numpy as np
 from zoo.recipes.contract import SPECIAL_TOKENS
 from zoo.recipes.contract import UNK_TOKEN
 
-# WordPiece (zoo.data.tokenizer) marks a piece that continues a word.
+# WordPiece (zoo.data.wordpiece_tokenizer) marks a piece that continues a word.
 WORDPIECE_CONTINUATION = "##"
 # SentencePiece marks a piece that begins a word (U+2581, "lower one eighth block").
 SENTENCEPIECE_WORD_START = "\u2581"

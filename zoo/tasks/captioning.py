@@ -7,7 +7,7 @@ from zoo.tasks.base import TaskData
 from zoo.tasks.base import run_tokenizers
 
 
-class Captioning(Task):
+class CaptioningTask(Task):
     name = "captioning"
     command = "caption"
     roles = ("target",)
@@ -86,4 +86,4 @@ class Captioning(Task):
         )
 
 
-CAPTIONING = Captioning()
+CAPTIONING = CaptioningTask()

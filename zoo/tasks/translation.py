@@ -12,7 +12,7 @@ from zoo.tasks.base import TaskData
 from zoo.tasks.base import run_tokenizers
 
 
-class Translation(Task):
+class TranslationTask(Task):
     name = "translation"
     command = "translate"
     roles = ("source", "target")
@@ -178,7 +178,7 @@ class Translation(Task):
         return metrics
 
 
-TRANSLATION = Translation()
+TRANSLATION = TranslationTask()
 
 
 def in_order_bleu(hypotheses, pairs, golds):

@@ -25,7 +25,7 @@ def test_bench_export_run_serves_each_side_in_a_process_of_its_own(tmp_path, cap
 
     from zoo import cli
     from zoo import data
-    from zoo.data.tokenizer import TextTokenizer
+    from zoo.data.wordpiece_tokenizer import TextTokenizer
     from zoo.bench.trained_serving import TIMED_PASSES
     from zoo.training import untrained as training
 

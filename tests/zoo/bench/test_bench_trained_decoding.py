@@ -8,7 +8,7 @@ from tiny_configs import TINY
 
 from zoo import cli
 from zoo import data
-from zoo.data.tokenizer import TextTokenizer
+from zoo.data.wordpiece_tokenizer import TextTokenizer
 from zoo.training import untrained as training
 
 pytestmark = pytest.mark.tensorflow_only

@@ -22,7 +22,7 @@ from cli_checks import untrained_rnnsearch_run
 
 import zoo
 from zoo.cli import progress
-from zoo.data.tokenizer import TextTokenizer
+from zoo.data.wordpiece_tokenizer import TextTokenizer
 from zoo.evaluation import alignment
 from zoo.inference.translator import Translator
 from zoo.recipes.contract import EOS_ID

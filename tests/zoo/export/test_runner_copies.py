@@ -69,7 +69,7 @@ def test_the_runners_constants_are_the_packages(name):
 
 
 def test_the_wordpiece_constants_are_the_packages():
-    from zoo.data import tokenizer
+    from zoo.data import wordpiece_tokenizer as tokenizer
 
     assert runner.SUFFIX_INDICATOR == tokenizer.SUFFIX_INDICATOR
     for name in ("_ATTACH_LEFT", "_ATTACH_RIGHT", "_ATTACH_BOTH"):
@@ -80,7 +80,7 @@ def test_the_wordpiece_constants_are_the_packages():
 
 
 def test_join_words_is_the_packages():
-    from zoo.data import tokenizer
+    from zoo.data import wordpiece_tokenizer as tokenizer
 
     assert code(runner.tokenizers._join_words) == code(tokenizer._join_words)
 
@@ -210,7 +210,7 @@ def test_pretokenize_gives_keras_hubs_split(text):
     import tensorflow as tf
     from keras_hub.src.tokenizers.word_piece_tokenizer import pretokenize
 
-    from zoo.data import tokenizer
+    from zoo.data import wordpiece_tokenizer as tokenizer
 
     words = pretokenize(tf.constant([text]), **tokenizer._SPLIT_SETTINGS).to_list()[0]
     assert runner.pretokenize(text) == [w.decode("utf-8") for w in words]

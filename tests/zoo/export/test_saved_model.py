@@ -27,7 +27,7 @@ from zoo.tasks import write_run_manifest
 from zoo.training import untrained as training
 from zoo.data import captions as caption_data
 from zoo.data.sentencepiece_tokenizer import SentencePieceTokenizer
-from zoo.data.tokenizer import TextTokenizer
+from zoo.data.wordpiece_tokenizer import TextTokenizer
 from tiny_configs import TINY
 
 pytestmark = pytest.mark.tensorflow_only

@@ -21,13 +21,13 @@ VOCABULARY_SUFFIXES = {"wordpiece": ".vocab", "sentencepiece": ".model"}
 # The contract's ids of SPECIAL_TOKENS that `decode` reads.
 _PAD_ID, _UNK_ID, _BOS_ID, _EOS_ID = range(len(SPECIAL_TOKENS))
 
-# WordPiece (`zoo.data.tokenizer`): continuation pieces start with this, and
+# WordPiece (`zoo.data.wordpiece_tokenizer`): continuation pieces start with this, and
 # tensorflow-text's FastWordpieceTokenizer spells a word of more UTF-8 bytes
 # than this as "[UNK]".
 SUFFIX_INDICATOR = "##"
 MAX_BYTES_PER_WORD = 100
 
-# How `decode` spaces punctuation (`zoo.data.tokenizer._join_words`).
+# How `decode` spaces punctuation (`zoo.data.wordpiece_tokenizer._join_words`).
 _ATTACH_LEFT = frozenset(".,;:!?)]}%“”")  # no space before
 _ATTACH_RIGHT = frozenset("([{„")  # no space after
 _ATTACH_BOTH = frozenset("-'/’")  # neither: t-shirt, man's, and/or
