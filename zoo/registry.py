@@ -299,8 +299,8 @@ PRESETS = {
     "gnmt_multi30k": {
         "recipe": "gnmt",
         "description": "GNMT sized for Multi30k En-De on 2 CPU cores: 4+4 LSTM 256, "
-        "attention 256, the softmax reads the context, Adam at 3e-3 (the paper: 8+8 of "
-        "1024, the top layer alone, Adam at 2e-4 then SGD)",
+        "attention 256, the softmax reads the context, dropout 0.3, Adam at 3e-3 (the paper: "
+        "8+8 of 1024, the top layer alone, Adam at 2e-4 then SGD)",
         "model": {
             "embedding_dim": 256,
             "hidden_dim": 256,
