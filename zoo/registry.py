@@ -295,7 +295,7 @@ PRESETS = {
     "luong_local_p_multi30k": _luong_multi30k("local-p"),
     # The paper's 8+8 layers of 1024 are far beyond 2 CPU cores; half the
     # depth (still residual from layer 3) at rnnsearch_multi30k's width
-    # trains its 10 epochs within the 2 CPU hours (docs/performance.md).
+    # trains its epochs within the 2 CPU hours (docs/performance.md).
     "gnmt_multi30k": {
         "recipe": "gnmt",
         "description": "GNMT sized for Multi30k En-De on 2 CPU cores: 4+4 LSTM 256, "
