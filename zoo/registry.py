@@ -465,15 +465,19 @@ def build(name, **overrides):
     vocabularies = {"target_vocabulary_size": vocabulary_size}
     if task_of(preset["recipe"]) == "translation":
         vocabularies["source_vocabulary_size"] = vocabulary_size
-    return build_model(
+    return make_model(
         {"recipe": preset["recipe"], "model": {**vocabularies, **preset["model"], **overrides}}
     )
 
 
+def make_model(config):
+    """The model of a run's config ({"recipe", "model"}), not yet built: the
+    one place a recipe is made, for `zoo.build`, training and `zoo.load`."""
+    return recipe_class(config["recipe"])(**config["model"])
+
+
 def build_model(config):
-    """The model of a run's config ({"recipe", "model"}), built, with random
-    weights: the one place a recipe is made, for `zoo.build`, training and
-    `zoo.load` alike."""
-    model = recipe_class(config["recipe"])(**config["model"])
+    """`make_model(config)`, built, with random weights."""
+    model = make_model(config)
     model.build()
     return model

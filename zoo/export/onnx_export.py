@@ -87,6 +87,7 @@ from zoo.export.onnx_runner import RUNNER
 from zoo.export.onnx_runner import RUNNER_PACKAGE
 from zoo.recipes.contract import carried_state_keys
 from zoo.training.config import of_run
+from zoo.training.config import trained_max_length
 
 # tf2onnx's preferred opset (`tf2onnx.constants.PREFERRED_OPSET` of the
 # pinned tf2onnx): the one its own tests cover, and one onnxruntime runs.
@@ -462,7 +463,7 @@ def _manifest(model, task, config, graphs, vocabularies, opset):
         "max_source_length": getattr(model, "max_source_length", None),
         # Sources are cut to it (translation), or captions to it (captioning),
         # as the Python API does.
-        "training_max_length": of_run(config).max_length,
+        "training_max_length": trained_max_length(config),
         "image_size": model.image_size,
         "grid_shape": None if model.grid_shape is None else list(model.grid_shape),
         "config": config,

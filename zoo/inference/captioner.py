@@ -11,7 +11,7 @@ from zoo.recipes import decoding
 from zoo.recipes.contract import EOS_TOKEN
 from zoo.inference.search_choice import choose_search
 from zoo.inference.search_settings import SearchSettings
-from zoo.training.config import of_run
+from zoo.training.config import trained_max_length
 
 
 @dataclass
@@ -69,7 +69,7 @@ class Captioner:
 
     @property
     def max_caption_length(self):
-        return of_run(self.config).max_length
+        return trained_max_length(self.config)
 
     def _as_batch(self, images):
         images = np.asarray(images)

@@ -12,7 +12,7 @@ from zoo.inference.search_choice import choose_search
 from zoo.inference.search_choice import compile_inference
 from zoo.inference.search_settings import SearchSettings
 from zoo.recipes import decoding
-from zoo.training.config import of_run
+from zoo.training.config import trained_max_length
 
 # A batch's sources are padded to a multiple of this width, so that a
 # compiled search is retraced for few distinct shapes. The exported
@@ -141,7 +141,7 @@ class Translator:
 
     @property
     def max_source_length(self):
-        return of_run(self.config).max_length
+        return trained_max_length(self.config)
 
     def _encode_sources(self, sentences):
         """The parts each sentence is decoded as: for each sentence a list

@@ -266,24 +266,45 @@ def is_bool(field):
 
 def flag_parser(field):
     """The argparse type of `field`'s flag: the text parsed to the field's
-    type and checked as the config checks it, argparse's one-line error
-    otherwise."""
-    kind = _field_type(field)[0]
-    parse = field.metadata["parse"] or kind
+    type and checked as the config checks it, else argparse's one-line
+    error in `zoo.arguments`' words ("expected a positive integer, got '0'")."""
+    parse = field.metadata["parse"] or _field_type(field)[0]
 
     def parsed(text):
         try:
             value = parse(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {kind.__name__}, got {text!r}") from None
-        try:
             _check_field(field, value)
-        except TrainingError as error:
-            raise argparse.ArgumentTypeError(str(error)) from None
+        except (ValueError, TrainingError):
+            raise argparse.ArgumentTypeError(
+                f"expected {_expected(field)}, got {text!r}"
+            ) from None
         return value
 
     parsed.__name__ = field.name
     return parsed
+
+
+def _expected(field):
+    """What a flag of `field` takes, in words."""
+    kind = _field_type(field)[0]
+    meta = field.metadata
+    if meta["choices"]:
+        return f"one of {', '.join(meta['choices'])}"
+    if kind is int:
+        bound = {1: "a positive integer", 0: "an integer >= 0"}
+        return bound.get(meta["least"]) or f"an integer >= {meta['least']}{meta['why']}"
+    if meta["below"] is not None:
+        return f"a number in [{meta['least']}, {meta['below']})"
+    if meta["above"] is not None:
+        return f"a finite number > {meta['above']}"
+    return f"a {kind.__name__}"
+
+
+def trained_max_length(config):
+    """The `max_length` a run's sentences (or captions) were cut to in
+    training; None for a model without a run's config, which then reads
+    inputs whole."""
+    return of_run(config).max_length if config and config.get("training") else None
 
 
 def of_run(config):

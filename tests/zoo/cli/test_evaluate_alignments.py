@@ -20,7 +20,7 @@ from zoo.evaluation.alignment import piece_words
 
 pytestmark = pytest.mark.tensorflow_only
 
-SIZES = {"train_size": 40, "valid_size": 0, "test_size": 10}
+SIZES = {"train_size": 40, "valid_size": 1, "test_size": 10}
 LIMIT = 24  # the run's max_length: pieces read per sentence
 PAIRS = 6  # --limit
 

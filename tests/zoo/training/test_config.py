@@ -168,4 +168,4 @@ def test_every_flagged_setting_is_a_zoo_train_flag_with_its_check(capsys):
         assert "--" + field.name.replace("_", "-") in help_text, field.name
     with pytest.raises(SystemExit):
         run_cli(capsys, "train", "rnnsearch_small", "--clipnorm", "0")
-    assert "clipnorm must be a finite number > 0; received 0.0" in capsys.readouterr().err
+    assert "--clipnorm: expected a finite number > 0, got '0'" in capsys.readouterr().err
