@@ -116,6 +116,19 @@ def test_setuptools_reads_the_project_table_without_a_deprecation_warning():
     assert [Path(name).name for name in distribution.metadata.license_files] == ["LICENSE"]
 
 
+def test_every_package_of_the_tree_is_in_the_wheel():
+    # setuptools installs only the packages listed; a new subpackage left
+    # out works in an editable install and is missing from the wheel.
+    configuration = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(configuration["packages"])
+    in_tree = set()
+    for package, folder in configuration["package-dir"].items():
+        for init in (REPOSITORY / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(REPOSITORY / folder).parts
+            in_tree.add(".".join((package, *parts)))
+    assert in_tree - listed == set(), "add these to pyproject's [tool.setuptools] packages"
+
+
 def test_the_layer_demo_and_the_listing_need_only_keras():
     parse = cli.build_parser().parse_args
     assert not cli.needs_tensorflow_extra(parse(["demo", "--layers"]))
