@@ -16,24 +16,6 @@ from zoo.recipes.contract import PAD_ID
 from zoo.recipes.contract import SequenceGenerator
 
 
-def default_jit_compile(recipe=None):
-    """The `jit_compile` under which `recipe` trains fastest on this backend.
-
-    JAX: True. Without `jax.jit` every train step re-traces the recurrent
-    scan, which makes even a small fit many times slower. TensorFlow: the
-    recipe class's `xla_on_tensorflow`, measured per recipe with `zoo bench
-    train` and in real training (see each class). Torch: False
-    (torch.compile costs more than it saves here).
-
-    Args:
-        recipe: optional recipe class or instance; None: a recurrent recipe.
-    """
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        return bool(getattr(recipe, "xla_on_tensorflow", False))
-    return backend == "jax"
-
-
 # Where a recurrent decoder starts: the encoder's final states (the papers'),
 # or zeros (docs/experiments/2026-12-06-luong-attention-sink.md).
 INITIAL_STATES = ("encoder", "zeros")
@@ -79,7 +61,7 @@ class AttentionDecoderModel(SequenceGenerator):
 
     recurrent_state_keys = ()
     # Whether the train step compiles with XLA on TensorFlow by default (see
-    # `default_jit_compile`): not for the recurrent recipes, whose XLA step is
+    # `zoo.training.jit_compile`): not for the recurrent recipes, whose XLA step is
     # slower, or too little faster to repay a compilation per batch shape in
     # the steps their presets train (`zoo bench train`; docs/performance.md).
     xla_on_tensorflow = False

@@ -11,7 +11,7 @@ from zoo.evaluation.alignment import parse_gold
 from zoo.evaluation.alignment import peak_links
 from zoo.recipes.decoding import decode_to_lists
 from zoo.recipes.decoding import greedy_search
-from zoo.recipes.seq2seq import default_jit_compile
+from zoo.training.jit_compile import default_jit_compile
 
 VOCABULARY, MAX_LENGTH = 12, 7
 

@@ -21,7 +21,7 @@ from tiny_configs import presets_under_test
 from tiny_configs import source_of
 from tiny_configs import tiny_model
 from zoo.recipes.decoding import greedy_search
-from zoo.recipes.seq2seq import default_jit_compile
+from zoo.training.jit_compile import default_jit_compile
 from zoo.recipes.seq2seq import reverse_valid_tokens
 
 # Weights whose gradient is zero by construction: a bias added to every

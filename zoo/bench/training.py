@@ -66,7 +66,7 @@ def _bench_train_step(runner, name, make_model, inputs, labels, size, items, uni
         return
     backend = keras.backend.backend()
     # JAX without jax.jit re-traces every step (see
-    # `recipes.seq2seq.default_jit_compile`); torch.compile is not Keras'
+    # `zoo.training.jit_compile`); torch.compile is not Keras'
     # default there. Only TensorFlow has two sensible choices.
     settings = {"tensorflow": (True, False), "jax": (True,)}.get(backend, (False,))
     details = {"preset": name}
@@ -209,10 +209,10 @@ def xla_repaid_after(case):
 def preset_jit_compile(preset):
     """The `jit_compile` that `preset` trains with by default on this backend."""
     from zoo import registry
-    from zoo.training import loop
+    from zoo.training.jit_compile import train_step_jit_compile
 
     settings = registry.get_preset(preset)
-    return loop.train_step_jit_compile(settings["recipe"], settings["training"])
+    return train_step_jit_compile(settings["recipe"], settings["training"])
 
 
 def weigh_xla(case, log):

@@ -17,10 +17,10 @@ from zoo import registry
 from zoo import runs
 from zoo.tasks import task_for
 from zoo.tasks import write_run_manifest
-from zoo.recipes.seq2seq import default_jit_compile
 from zoo.training import averaging
 from zoo.training import checkpoints
 from zoo.training import distributed
+from zoo.training.jit_compile import train_step_jit_compile
 from zoo.training import losses
 from zoo.training import progress
 from zoo.training import run_directory
@@ -190,17 +190,6 @@ def settle_config(preset_settings, task, config, settings):
             "which needs a shared vocabulary; leave shared_vocabulary on"
         )
     return training
-
-
-def train_step_jit_compile(recipe, training):
-    """Whether the train step of recipe `recipe` compiles with XLA under
-    `training`: its `jit_compile`, else the recipe's default on this backend
-    (`recipes.seq2seq.default_jit_compile`). A step that XLA compiles on
-    TensorFlow gets batches of a few fixed shapes (padded to their length
-    bucket's boundary), since XLA compiles once per shape."""
-    if training.jit_compile is not None:
-        return training.jit_compile
-    return default_jit_compile(registry.recipe_class(recipe))
 
 
 def _check_run_options(overwrite, continue_run, checkpoint_every_steps):
