@@ -231,6 +231,26 @@ def test_ties_go_to_the_lower_index(beam_width):
     assert_same_result(*both_greedy_searches(toy, SOURCES, max_length=6))
 
 
+def test_the_partial_top_k_is_a_stable_sorts_first_k():
+    # Rows of few distinct values (ties at the k-th place), a done
+    # example's all-NEG_INF row, and k up to past the row's length.
+    from zoo.export.onnx_runner.beam import _top_k
+
+    rng = np.random.default_rng(3)
+    rows = [
+        rng.integers(-3, 3, size=(4, 23)).astype("float32"),
+        rng.normal(size=(3, 40)).astype("float32"),
+        np.full((2, 9), onnx_runner.search.NEG_INF, "float32"),
+    ]
+    rows[1][1, ::3] = onnx_runner.search.NEG_INF
+    for values in rows:
+        for k in range(1, values.shape[1] + 2):
+            expected = np.argsort(-values, axis=-1, kind="stable")[:, :k]
+            scores, indices = _top_k(values, k)
+            np.testing.assert_array_equal(indices, expected)
+            np.testing.assert_array_equal(scores, np.take_along_axis(values, expected, axis=-1))
+
+
 @pytest.mark.parametrize("length_penalty, stopping", [(0.0, "exact"), (0.6, "early")])
 def test_a_live_hypothesis_that_ties_the_finished_ones_ends_the_search(length_penalty, stopping):
     # EOS and token 4 tie at every step: a finished and a live hypothesis

@@ -162,10 +162,35 @@ def _coverage_mask(source, batch, source_width, pad_id):
 
 
 def _top_k(values, k):
-    """`keras.ops.top_k` on the last axis: the k largest, best first, and
-    the lower index first among equal ones (as `tf.math.top_k`), which a
-    stable sort of the negated values gives."""
-    indices = np.argsort(-values, axis=-1, kind="stable")[..., :k]
+    """`keras.ops.top_k` on the last axis of a `[B, N]` array: the k
+    largest, best first, and the lower index first among equal ones (as
+    `tf.math.top_k`).
+
+    A partial selection, linear in N: a full sort of every beam's scores
+    over the whole vocabulary, each step, costs more than the model's own
+    step. `argpartition` finds the k-th largest value; every larger value is
+    taken, then the values equal to it from the lowest index on, so ties
+    break as a stable sort breaks them.
+    """
+    size = values.shape[-1]
+    if k >= size:
+        indices = np.argsort(-values, axis=-1, kind="stable")
+        return np.take_along_axis(values, indices, axis=-1), indices.astype("int32")
+    part = np.argpartition(-values, k - 1, axis=-1)[:, :k]
+    kth = np.take_along_axis(values, part, axis=-1).min(axis=-1, keepdims=True)
+    above = values > kth
+    tied = values == kth
+    places_left = k - above.sum(axis=-1, keepdims=True)
+    # Rows with more ties than places (a done example's row is all
+    # NEG_INF) keep the first ones; counting them is a pass of its own.
+    crowded = tied.sum(axis=-1) > places_left[:, 0]
+    if crowded.any():
+        tied[crowded] &= np.cumsum(tied[crowded], axis=-1) <= places_left[crowded]
+    # Exactly k chosen a row, found in index order: a stable sort of them
+    # by value keeps the lower index first among ties.
+    indices = np.nonzero(above | tied)[1].reshape(len(values), k)
+    order = np.argsort(-np.take_along_axis(values, indices, axis=-1), axis=-1, kind="stable")
+    indices = np.take_along_axis(indices, order, axis=-1)
     return np.take_along_axis(values, indices, axis=-1), indices.astype("int32")
 
 
