@@ -213,8 +213,8 @@ class TrainingConfig:
             )
         if self.early_stopping_metric == "val_bleu" and not self.validation_bleu:
             raise TrainingError(
-                "early_stopping_metric val_bleu needs the validation BLEU; pass --validation-bleu, "
-                "or --early-stopping-metric val_loss"
+                "early_stopping_metric val_bleu needs the validation BLEU; pass "
+                "--validation-bleu, or --early-stopping-metric val_loss"
             )
         # Checked before training, not after hours of it.
         if self.average_last > self.epochs:

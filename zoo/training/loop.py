@@ -108,6 +108,7 @@ def train(
     preset_settings = registry.get_preset(preset)
     task = task_for(preset_settings)
     training = settle_config(preset_settings, task, config, settings)
+    distributed.check_gradient_accumulation(strategy, training.gradient_accumulation_steps)
     splits = task.load_splits(training)
     equal_batches = _equal_batches(strategy, training)
     out, resuming, training = run_directory.open_run_directory(

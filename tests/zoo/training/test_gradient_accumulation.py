@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from zoo.training import checkpoints
+from zoo.training import distributed
 from zoo.training.config import TrainingConfig
+from zoo.training.config import TrainingError
 from zoo.training.losses import TokenCrossentropy
 from zoo.training.schedules import learning_rate_schedule
 from zoo.training.schedules import optimizer
@@ -109,3 +111,17 @@ def test_accumulation_averages_each_batchs_token_mean():
         alone.append(model.get_weights())
     for got, *each in zip(accumulated.get_weights(), *alone):
         np.testing.assert_allclose(got, np.mean(each, axis=0), rtol=1e-5, atol=1e-6)
+
+
+def test_a_tensorflow_strategy_of_several_devices_refuses_accumulation():
+    # Keras all-reduces inside the optimizer's cond, which TensorFlow
+    # refuses; the refusal comes before anything is written.
+    class TwoReplicas:
+        num_replicas_in_sync = 2
+
+    with pytest.raises(TrainingError) as error:
+        distributed.check_gradient_accumulation(TwoReplicas(), 2)
+    assert "--gradient-accumulation-steps 1" in str(error.value)
+    assert "\n" not in str(error.value)
+    distributed.check_gradient_accumulation(TwoReplicas(), 1)
+    distributed.check_gradient_accumulation(None, 4)
