@@ -66,7 +66,8 @@ def train(
         continue_run: train the finished run in `out` further, to `epochs`
             (more than it has done), from its last checkpoint (weights and
             optimizer), as OpenNMT-py's `-train_from` does. Its settings
-            must be the run's but for `epochs` and `average_last`. The
+            must be the run's but for `epochs`, `average_last` and
+            `early_stopping_patience`; a run that stopped early goes on. The
             learning-rate schedule does not restart: it goes on from the
             optimizer's step, so the cosine schedule stays at its floor (a
             tenth of the peak) for the extra epochs; a restart to the peak
@@ -156,6 +157,7 @@ def train(
         steps_done,
         verbose,
         checkpoint_every_steps,
+        continue_run,
     )
     seconds = time.monotonic() - started
     epochs_run = epochs_ended - epochs_done - steps_done / batches_per_epoch
@@ -263,7 +265,8 @@ def _model_to_train(
 def _finish_run(model, out, training, continue_run, metrics, epochs_ended):
     """Saves the run's final weights and its manifest, then averages its
     last checkpoints into them when the config asks: its last
-    `average_last`, or all `epochs_ended` of a run stopped early before."""
+    `average_last`, or as many as it did (`epochs_ended`) when it stopped
+    early before."""
     if continue_run:
         averaging.forget_average(out)
     runs.save_weights(model, out / runs.WEIGHTS)
@@ -326,9 +329,10 @@ def _epoch_callbacks(strategy, task_data, out, config, training, epochs_done):
 
 def _fit_remaining(
     model, strategy, task_data, out, config, training, batches_per_epoch, epochs_done, steps_done,
-    verbose, checkpoint_every_steps,
+    verbose, checkpoint_every_steps, continue_run,
 ):
-    """Fits the epochs (and the rest of an epoch) not done yet.
+    """Fits the epochs (and the rest of an epoch) not done yet; none when
+    the run had stopped early and is resumed, not continued.
 
     Returns:
         `(logs, epochs_ended)`: each logged metric's last value (empty when
@@ -346,8 +350,9 @@ def _fit_remaining(
         parts.append((epochs_done, 0))
     for first_epoch, first_step in parts:
         epoch_callbacks = _epoch_callbacks(strategy, task_data, out, config, training, first_epoch)
-        # A run resumed after it stopped early, before it finished.
-        if early_stopping.stopped_already(epoch_callbacks):
+        # Killed after it stopped early, before it finished. A continued
+        # run trains on: its epochs stop it if they don't improve on the best.
+        if not continue_run and early_stopping.stopped_already(epoch_callbacks):
             break
         last_epoch = first_epoch + 1 if first_step else epochs
         train_data = task_data.train_data(range(first_epoch, last_epoch)).skip(first_step)

@@ -17,8 +17,9 @@ from zoo.training.schedules import scheduled_updates
 logger = logging.getLogger(__name__)
 
 # What `--continue` may change in a run's training settings: it trains more
-# epochs, may end with another average, and keeps the schedule's length.
-_CONTINUABLE = ("epochs", "average_last", "schedule_epochs")
+# epochs, may end with another average and stop early otherwise (a run that
+# stopped early goes on), and keeps the schedule's length.
+_CONTINUABLE = ("epochs", "average_last", "early_stopping_patience", "schedule_epochs")
 
 
 def open_run_directory(out, overwrite, preset, training, continue_run=False):

@@ -1,6 +1,6 @@
 """Early stopping (`early_stopping_patience`): a run whose validation loss
 stops improving ends early, and ends as a finished run, also when it was
-killed before it had finished."""
+killed before it had finished; `--continue` trains it further."""
 
 import json
 
@@ -46,8 +46,7 @@ def test_a_run_stopped_early_is_finished_also_when_killed_before_its_end(
     # Resumed, it finds the run stopped and fits no epoch more.
     training.train("tiny_early", out, verbose=0, evaluate_test=False)
 
-    epochs_logged = [row.split(",")[0] for row in (out / runs.HISTORY).read_text().split()[1:]]
-    assert epochs_logged == ["0", "1"]
+    assert epochs_logged(out) == ["0", "1"]
     assert sorted(path.name for path in (out / runs.CHECKPOINTS).glob("*.json")) == [
         "epoch-01.json", "epoch-02.json",
     ]
@@ -58,3 +57,12 @@ def test_a_run_stopped_early_is_finished_also_when_killed_before_its_end(
     assert metrics["averaged_checkpoints"] == ["epoch-01", "epoch-02"]
     with pytest.raises(TrainingError, match="already holds a finished run"):
         training.train("tiny_early", out, verbose=0, evaluate_test=False)
+
+    # Continued, it trains on, until an epoch fails to improve on the best.
+    training.train("tiny_early", out, continue_run=True, epochs=6, verbose=0, evaluate_test=False)
+    assert epochs_logged(out) == ["0", "1", "2"]
+    assert json.loads((out / runs.METRICS).read_text())["stopped_early_after_epoch"] == 3
+
+
+def epochs_logged(out):
+    return [row.split(",")[0] for row in (out / runs.HISTORY).read_text().split()[1:]]
