@@ -105,3 +105,18 @@ def inputs(name):
     if is_captioning(name):
         return {"image": IMAGES, "target_in": TARGET_IN}
     return {"source": SOURCE, "target_in": TARGET_IN}
+
+
+def tiny_training_preset(**training):
+    """A preset that trains a tiny RNNsearch on a few synthetic pairs in a
+    few batches an epoch, `training` over its settings."""
+    return {
+        "recipe": "rnnsearch",
+        "description": "a tiny RNNsearch on a few synthetic pairs",
+        "model": TINY["rnnsearch"],
+        "training": {
+            **zoo.registry.SMALL_TRAINING.to_dict(),
+            "train_size": 32, "valid_size": 8, "test_size": 0, "vocabulary_size": 60,
+            **training,
+        },
+    }

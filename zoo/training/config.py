@@ -21,6 +21,9 @@ from zoo.training import SCHEDULES
 # len(zoo.recipes.contract.SPECIAL_TOKENS), which loads Keras: a test holds
 # the two equal.
 RESERVED_TOKENS = 4
+# What early stopping can watch: Keras' validation loss, or the validation
+# BLEU of `zoo.training.validation.ValidationBleu`.
+EARLY_STOPPING_METRICS = ("val_loss", "val_bleu")
 
 
 class TrainingError(ZooUserError):
@@ -165,6 +168,26 @@ class TrainingConfig:
         least=0,
         metavar="N",
     )
+    gradient_accumulation_steps: int = setting(
+        1,
+        "update the weights once every N batches, with the mean of their gradients, as one "
+        "batch N times as large would (1: every batch); the schedule counts updates",
+        least=1,
+        metavar="N",
+    )
+    early_stopping_patience: int = setting(
+        0,
+        "stop training once --early-stopping-metric has not improved for N epochs; the run "
+        "then finishes as after its last epoch (0: train all --epochs)",
+        least=0,
+        metavar="N",
+    )
+    early_stopping_metric: str = setting(
+        "val_loss",
+        "what --early-stopping-patience watches: 'val_loss' or 'val_bleu' (needs "
+        "--validation-bleu on)",
+        choices=EARLY_STOPPING_METRICS,
+    )
     jit_compile: Optional[bool] = setting(
         None,
         "compile the train step with XLA (jax.jit on jax) or not (default: the recipe's "
@@ -187,6 +210,11 @@ class TrainingConfig:
             raise TrainingError(
                 "the inverse_sqrt schedule needs warmup_steps >= 1 (its peak, --warmup-steps); "
                 f"received {self.warmup_steps!r}"
+            )
+        if self.early_stopping_metric == "val_bleu" and not self.validation_bleu:
+            raise TrainingError(
+                "early_stopping_metric val_bleu needs the validation BLEU; pass "
+                "--validation-bleu, or --early-stopping-metric val_loss"
             )
         # Checked before training, not after hours of it.
         if self.average_last > self.epochs:

@@ -46,6 +46,7 @@ from zoo.errors import ZooUserError
 from zoo.training import PRECISIONS
 from zoo.training import cluster
 from zoo.training import STRATEGIES
+from zoo.training.config import TrainingError
 _BACKEND_OF_STRATEGY = {
     "mirrored": "tensorflow",
     "multi-worker": "tensorflow",
@@ -142,6 +143,24 @@ def replica_count(strategy):
     if isinstance(strategy, _KERAS_DISTRIBUTIONS):
         return int(strategy.device_mesh.shape[0])
     return int(strategy.num_replicas_in_sync)
+
+
+def check_gradient_accumulation(strategy, steps):
+    """Refuses accumulating gradients under a `tf.distribute` strategy of
+    several replicas, with a one-line `TrainingError`.
+
+    Keras' optimizer sums the replicas' gradients inside the `cond` that
+    tells an update from an accumulation, and TensorFlow refuses that
+    ("`merge_call` called while defining a new graph"). One device and
+    JAX's DataParallel, which steps the whole global batch, accumulate.
+    """
+    tf_replicas = replica_count(strategy) > 1 and not isinstance(strategy, _KERAS_DISTRIBUTIONS)
+    if steps > 1 and tf_replicas:
+        raise TrainingError(
+            f"gradient_accumulation_steps {steps} does not work under a TensorFlow strategy "
+            f"of {replica_count(strategy)} devices; pass --gradient-accumulation-steps 1 "
+            "with a larger --batch-size, or train on one device"
+        )
 
 
 def equal_batches_required(strategy):

@@ -20,10 +20,12 @@ from zoo.tasks import write_run_manifest
 from zoo.training import averaging
 from zoo.training import checkpoints
 from zoo.training import distributed
+from zoo.training import early_stopping
 from zoo.training.jit_compile import train_step_jit_compile
 from zoo.training import losses
 from zoo.training import progress
 from zoo.training import run_directory
+from zoo.training import schedules
 from zoo.training import validation
 from zoo.training.config import TrainingConfig
 from zoo.training.config import TrainingError
@@ -64,7 +66,8 @@ def train(
         continue_run: train the finished run in `out` further, to `epochs`
             (more than it has done), from its last checkpoint (weights and
             optimizer), as OpenNMT-py's `-train_from` does. Its settings
-            must be the run's but for `epochs` and `average_last`. The
+            must be the run's but for `epochs`, `average_last` and
+            `early_stopping_patience`; a run that stopped early goes on. The
             learning-rate schedule does not restart: it goes on from the
             optimizer's step, so the cosine schedule stays at its floor (a
             tenth of the peak) for the extra epochs; a restart to the peak
@@ -106,6 +109,7 @@ def train(
     preset_settings = registry.get_preset(preset)
     task = task_for(preset_settings)
     training = settle_config(preset_settings, task, config, settings)
+    distributed.check_gradient_accumulation(strategy, training.gradient_accumulation_steps)
     splits = task.load_splits(training)
     equal_batches = _equal_batches(strategy, training)
     out, resuming, training = run_directory.open_run_directory(
@@ -141,7 +145,7 @@ def train(
         (checkpoint.epochs_done, checkpoint.steps_done) if checkpoint else (0, 0)
     )
     started = time.monotonic()
-    history = _fit_remaining(
+    history, epochs_ended = _fit_remaining(
         model,
         strategy,
         task_data,
@@ -153,9 +157,10 @@ def train(
         steps_done,
         verbose,
         checkpoint_every_steps,
+        continue_run,
     )
     seconds = time.monotonic() - started
-    epochs_run = training.epochs - epochs_done - steps_done / batches_per_epoch
+    epochs_run = epochs_ended - epochs_done - steps_done / batches_per_epoch
     metrics = {
         "train_seconds": round(seconds, 1),
         "target_tokens_per_second": round(
@@ -168,7 +173,9 @@ def train(
     }
     if checkpoint:
         metrics["resumed_from"] = checkpoint.name
-    _finish_run(model, out, training, continue_run, metrics)
+    if epochs_ended < training.epochs:
+        metrics["stopped_early_after_epoch"] = epochs_ended
+    _finish_run(model, out, training, continue_run, metrics, epochs_ended)
     if evaluate_test and task_data.evaluate is not None:
         metrics.update(task_data.evaluate(model, run_config))
     runs.write_json(out / runs.METRICS, metrics)
@@ -245,8 +252,8 @@ def _model_to_train(
     with distributed.precision_policy(mixed_precision), distributed.strategy_scope(strategy):
         model = registry.build_model(run_config)
         model.compile(
-            optimizer=keras.optimizers.Adam(
-                learning_rate_schedule(training, batches_per_epoch), clipnorm=training.clipnorm
+            optimizer=schedules.optimizer(
+                training, learning_rate_schedule(training, batches_per_epoch)
             ),
             loss=losses.TokenCrossentropy(label_smoothing=training.label_smoothing),
             jit_compile=jit,
@@ -255,15 +262,19 @@ def _model_to_train(
     return model, checkpoint
 
 
-def _finish_run(model, out, training, continue_run, metrics):
+def _finish_run(model, out, training, continue_run, metrics, epochs_ended):
     """Saves the run's final weights and its manifest, then averages its
-    last checkpoints into them when the config asks."""
+    last checkpoints into them when the config asks: its last
+    `average_last`, or as many as it did (`epochs_ended`) when it stopped
+    early before."""
     if continue_run:
         averaging.forget_average(out)
     runs.save_weights(model, out / runs.WEIGHTS)
     # Before averaging, which checks the run and then writes its own.
     write_run_manifest(out)
-    averaged = _average_last_checkpoints(model, out, training.average_last)
+    averaged = _average_last_checkpoints(
+        model, out, min(training.average_last, epochs_ended)
+    )
     if averaged:
         metrics["averaged_checkpoints"] = averaged
 
@@ -284,8 +295,8 @@ def _average_last_checkpoints(model, out, last):
 
 def _epoch_callbacks(strategy, task_data, out, config, training, epochs_done):
     """The callbacks that report on each epoch, in the order they must run:
-    validation BLEU first, so that the others log it; then history.csv, the
-    best checkpoint, and TensorBoard.
+    validation BLEU first, so that the others log and watch it; then
+    history.csv, the best checkpoint, early stopping, and TensorBoard.
 
     TensorBoard and the validation BLEU are left out under "multi-worker":
     `distributed.custom_loop_fit` drives callbacks as fit does, but a
@@ -302,6 +313,10 @@ def _epoch_callbacks(strategy, task_data, out, config, training, epochs_done):
     if task_data.valid_data is not None:
         monitor = "val_bleu" if bleu else "val_loss"
         callbacks.append(validation.BestCheckpoint(out, monitor, epochs_done))
+        # After history.csv's row, which it counts on from when resumed.
+        stopping = early_stopping.callback(out, training, bleu)
+        if stopping:
+            callbacks.append(stopping)
     if not multi_worker:
         # Keras' callback logs the optimizer's learning rate itself.
         callbacks.append(
@@ -314,24 +329,31 @@ def _epoch_callbacks(strategy, task_data, out, config, training, epochs_done):
 
 def _fit_remaining(
     model, strategy, task_data, out, config, training, batches_per_epoch, epochs_done, steps_done,
-    verbose, checkpoint_every_steps,
+    verbose, checkpoint_every_steps, continue_run,
 ):
-    """Fits the epochs (and the rest of an epoch) not done yet.
+    """Fits the epochs (and the rest of an epoch) not done yet; none when
+    the run had stopped early and is resumed, not continued.
 
     Returns:
-        dict, each logged metric's last value (empty when nothing was left).
+        `(logs, epochs_ended)`: each logged metric's last value (empty when
+        nothing was left), and the epochs done when training ended (fewer
+        than `training.epochs` when it stopped early).
     """
     epochs = training.epochs
     # Keras epochs have a fixed number of steps, so the rest of an epoch
     # interrupted inside is a `fit` of its own, before the whole ones.
-    parts = []
+    parts, last, epochs_ended = [], {}, epochs_done
     if steps_done:
         parts.append((epochs_done, steps_done))
         epochs_done += 1
     if epochs_done < epochs:
         parts.append((epochs_done, 0))
-    last = {}
     for first_epoch, first_step in parts:
+        epoch_callbacks = _epoch_callbacks(strategy, task_data, out, config, training, first_epoch)
+        # Killed after it stopped early, before it finished. A continued
+        # run trains on: its epochs stop it if they don't improve on the best.
+        if not continue_run and early_stopping.stopped_already(epoch_callbacks):
+            break
         last_epoch = first_epoch + 1 if first_step else epochs
         train_data = task_data.train_data(range(first_epoch, last_epoch)).skip(first_step)
         fit_verbose, logging_callbacks = progress.fit_logging(
@@ -353,7 +375,7 @@ def _fit_remaining(
             # killed before it has written its history row, validation BLEU
             # and best checkpoint redoes the epoch instead of losing them.
             callbacks=[
-                *_epoch_callbacks(strategy, task_data, out, config, training, first_epoch),
+                *epoch_callbacks,
                 # After the validation BLEU, so that the epoch's line shows it.
                 *logging_callbacks,
                 checkpoints.CheckpointCallback(
@@ -362,4 +384,7 @@ def _fit_remaining(
             ],
         )
         last.update({key: float(values[-1]) for key, values in history.history.items()})
-    return last
+        epochs_ended = history.epoch[-1] + 1 if history.epoch else epochs_ended
+        if model.stop_training:
+            break
+    return last, epochs_ended

@@ -12,12 +12,14 @@ from zoo import runs
 from zoo.training import checkpoints
 from zoo.training.config import TrainingError
 from zoo.training.config import of_run
+from zoo.training.schedules import scheduled_updates
 
 logger = logging.getLogger(__name__)
 
 # What `--continue` may change in a run's training settings: it trains more
-# epochs, may end with another average, and keeps the schedule's length.
-_CONTINUABLE = ("epochs", "average_last", "schedule_epochs")
+# epochs, may end with another average and stop early otherwise (a run that
+# stopped early goes on), and keeps the schedule's length.
+_CONTINUABLE = ("epochs", "average_last", "early_stopping_patience", "schedule_epochs")
 
 
 def open_run_directory(out, overwrite, preset, training, continue_run=False):
@@ -111,7 +113,7 @@ def schedule_note(model, training, batches_per_epoch):
     rate = float(keras.ops.convert_to_numpy(model.optimizer.learning_rate))
     if training.schedule == "inverse_sqrt":
         how = "goes on decaying with 1/sqrt(update)"
-    elif step >= training.schedule_length * batches_per_epoch:
+    elif step >= scheduled_updates(training, batches_per_epoch):
         how = "stays at its floor, a tenth of the peak"
     else:
         how = f"goes on decaying to a tenth of the peak by epoch {training.schedule_length}"

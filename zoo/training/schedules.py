@@ -1,4 +1,5 @@
-"""The learning-rate schedules a `TrainingConfig` names."""
+"""The learning-rate schedules a `TrainingConfig` names, and the optimizer
+that follows them update by update."""
 
 import keras
 
@@ -43,6 +44,71 @@ class InverseSquareRootSchedule(keras.optimizers.schedules.LearningRateSchedule)
         return {"peak_learning_rate": self.peak_learning_rate, "warmup_steps": self.warmup_steps}
 
 
+@keras.saving.register_keras_serializable(package="zoo")
+class PerUpdateSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """`schedule` counted in weight updates where the optimizer accumulates
+    gradients over `batches_per_update` batches.
+
+    Keras' optimizer calls its schedule with the batches seen, not the
+    updates made, also when it accumulates gradients
+    (`BaseOptimizer._get_current_learning_rate` passes `_iterations`). So
+    that a run accumulating N batches of B follows, update by update, the
+    curve of a run with batches of N * B, the step is divided by N first.
+
+    Args:
+        schedule: a `LearningRateSchedule` over updates.
+        batches_per_update: int >= 1, the optimizer's
+            `gradient_accumulation_steps`.
+    """
+
+    def __init__(self, schedule, batches_per_update):
+        self.schedule = schedule
+        self.batches_per_update = batches_per_update
+
+    def __call__(self, step):
+        return self.schedule(keras.ops.floor_divide(step, self.batches_per_update))
+
+    def get_config(self):
+        return {
+            "schedule": keras.saving.serialize_keras_object(self.schedule),
+            "batches_per_update": self.batches_per_update,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["schedule"] = keras.saving.deserialize_keras_object(config["schedule"])
+        return cls(**config)
+
+
+def scheduled_updates(training, batches_per_epoch):
+    """The weight updates the schedule spans: the batches of its epochs,
+    over the batches each update accumulates (a partial last one makes no
+    update)."""
+    batches = training.schedule_length * batches_per_epoch
+    return max(1, batches // training.gradient_accumulation_steps)
+
+
+def optimizer(training, schedule):
+    """The Adam optimizer of a run: `schedule` (`learning_rate_schedule`'s),
+    counted in updates, with the run's clipping and gradient accumulation.
+
+    Keras accumulates by itself (`gradient_accumulation_steps`): each
+    update applies the mean of the accumulated batches' gradients, clipped
+    as one, and the accumulators are optimizer variables, so checkpoints
+    save them and a run resumed inside an accumulation goes on exactly.
+    """
+    steps = training.gradient_accumulation_steps
+    if steps > 1:
+        schedule = PerUpdateSchedule(schedule, steps)
+    return keras.optimizers.Adam(
+        schedule,
+        clipnorm=training.clipnorm,
+        # Keras takes None, not 1, for no accumulation.
+        gradient_accumulation_steps=steps if steps > 1 else None,
+    )
+
+
 def learning_rate_schedule(training, batches_per_epoch):
     """The schedule a `TrainingConfig` names.
 
@@ -56,9 +122,12 @@ def learning_rate_schedule(training, batches_per_epoch):
 
     "inverse_sqrt": `InverseSquareRootSchedule`, peaking at the preset's
     rate after `warmup_steps` updates.
+
+    Counted in updates (`scheduled_updates`); `optimizer` makes the
+    optimizer count them so under gradient accumulation.
     """
     rate, warmup = training.learning_rate, training.warmup_steps
-    total = max(1, training.schedule_length * batches_per_epoch)
+    total = scheduled_updates(training, batches_per_epoch)
     if training.schedule == "inverse_sqrt":
         return InverseSquareRootSchedule(rate, warmup)
     if not warmup:

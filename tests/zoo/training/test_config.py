@@ -131,6 +131,16 @@ def test_a_config_round_trips_through_its_dict():
         ({"schedule": "inverse_sqrt"}, "inverse_sqrt schedule needs warmup_steps >= 1"),
         ({"average_last": 11}, "average_last 11 is more than the run's 10 epochs"),
         ({"batch_size": None}, "batch_size must be set"),
+        (
+            {"gradient_accumulation_steps": 0},
+            "gradient_accumulation_steps must be an int >= 1; received 0",
+        ),
+        ({"early_stopping_patience": -1}, "early_stopping_patience must be an int >= 0"),
+        ({"early_stopping_metric": "bleu"}, "unknown early_stopping_metric 'bleu'; choose one"),
+        (
+            {"early_stopping_patience": 2, "early_stopping_metric": "val_bleu"},
+            "early_stopping_metric val_bleu needs the validation BLEU; pass --validation-bleu",
+        ),
     ],
 )
 def test_a_bad_setting_is_one_line_naming_it(settings, words):

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tiny_configs import TINY
+from tiny_configs import tiny_training_preset
 
 from zoo import registry
 from zoo.training import checkpoints
@@ -17,16 +17,7 @@ pytestmark = pytest.mark.tensorflow_only  # tf.data training
 
 # A few batches an epoch (one per length bucket and more), a checkpoint
 # after each, a log line every two.
-TINY_RUN = {
-    "recipe": "rnnsearch",
-    "description": "a tiny RNNsearch on a few synthetic pairs",
-    "model": TINY["rnnsearch"],
-    "training": {
-        **registry.SMALL_TRAINING.to_dict(),
-        "train_size": 32, "valid_size": 8, "test_size": 0, "vocabulary_size": 60,
-        "batch_size": 8, "epochs": 2,
-    },
-}
+TINY_RUN = tiny_training_preset(batch_size=8, epochs=2)
 STEP_LINE = re.compile(
     r"epoch (\d)/2, step (\d+)/(\d+), loss \d+\.\d{4}, \d+ tokens/s, \d+:\d\d:\d\d elapsed"
 )
