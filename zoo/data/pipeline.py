@@ -25,6 +25,7 @@ import logging
 
 import tensorflow as tf
 
+from zoo.data import filtering
 from zoo.recipes.contract import BOS_ID
 from zoo.recipes.contract import EOS_ID
 from zoo.recipes.contract import PAD_ID
@@ -45,16 +46,22 @@ class EncodedPairs:
         source: int32 `tf.RaggedTensor` `[N, None]`, source ids.
         target: int32 `tf.RaggedTensor` `[N, None]`, target ids, without BOS
             or EOS.
-        dropped: how many input pairs were left out (too long, or a side
-            with no tokens).
+        left_out: {reason: how many input pairs it left out}, for each of
+            `zoo.data.filtering.REASONS` (a side with no tokens, too long,
+            too uneven).
     """
 
     source: tf.RaggedTensor
     target: tf.RaggedTensor
-    dropped: int
+    left_out: dict
 
     def __len__(self):
         return int(self.source.nrows())
+
+    @property
+    def dropped(self):
+        """How many input pairs were left out, for any reason."""
+        return sum(self.left_out.values())
 
 
 def _tokenize_all(tokenizer, sentences):
@@ -78,8 +85,9 @@ def encode_pairs(
     target_tokenizer,
     max_source_length=None,
     max_target_length=None,
+    max_length_ratio=None,
 ):
-    """Tokenize sentence pairs and drop those too long for the model.
+    """Tokenize sentence pairs and drop those the model should not learn from.
 
     Args:
         pairs: sequence of `(source, target)` str pairs.
@@ -87,32 +95,36 @@ def encode_pairs(
         max_source_length: optional int, the most source tokens.
         max_target_length: optional int, the most steps of `target_in` and
             `target_out`, that is target tokens + 1 (for BOS or EOS).
+        max_length_ratio: optional number >= 1: drop a pair whose longer
+            side has more than this many times the tokens of the shorter.
 
     Returns:
-        An `EncodedPairs`. A pair is dropped when it is longer than a limit,
-        or when either side has no tokens (a blank sentence); the count is
-        logged at INFO level.
+        An `EncodedPairs`. A pair is dropped when either side has no tokens
+        (a blank sentence), is longer than a limit, or the sides' lengths
+        are too uneven (`zoo.data.filtering`); the count is logged at INFO
+        level, and `left_out` has it by reason.
     """
     _check_length("max_source_length", max_source_length)
     _check_length("max_target_length", max_target_length)
+    filtering.check_ratio(max_length_ratio)
     pairs = list(pairs)
     source = _tokenize_all(source_tokenizer, [str(s) for s, _ in pairs])
     target = _tokenize_all(target_tokenizer, [str(t) for _, t in pairs])
-    source_lengths = source.row_lengths().numpy()
-    target_lengths = target.row_lengths().numpy()
-    keep = (source_lengths > 0) & (target_lengths > 0)
-    if max_source_length is not None:
-        keep &= source_lengths <= max_source_length
-    if max_target_length is not None:
-        keep &= target_lengths + 1 <= max_target_length
-    dropped = int(len(pairs) - keep.sum())
-    if dropped:
-        logger.info(
-            "encode_pairs: dropped %d of %d pairs (too long or blank).", dropped, len(pairs)
-        )
+    reasons = filtering.left_out_reasons(
+        source.row_lengths().numpy(),
+        target.row_lengths().numpy(),
+        max_source_length,
+        # The limit is on target_in, which has a BOS before the tokens.
+        None if max_target_length is None else max_target_length - 1,
+        max_length_ratio,
+    )
+    left_out = filtering.count_reasons(reasons)
+    if any(left_out.values()):
+        logger.info("encode_pairs: of %d pairs, left out %s.", len(pairs), left_out)
+        keep = reasons == ""
         source = tf.ragged.boolean_mask(source, keep)
         target = tf.ragged.boolean_mask(target, keep)
-    return EncodedPairs(source=source, target=target, dropped=dropped)
+    return EncodedPairs(source=source, target=target, left_out=left_out)
 
 
 def _default_boundaries(encoded, past_longest=False):

@@ -122,6 +122,18 @@ class Task:
         return f"<task {self.name}>"
 
 
+class Splits(tuple):
+    """`(train, valid, test)` examples, and what reading them from a corpus
+    left out before they were split: `pairs_read` (the corpus's examples,
+    blank ones included; None for data made in memory) and `blank_lines`."""
+
+    def __new__(cls, train, valid, test, pairs_read=None, blank_lines=0):
+        splits = super().__new__(cls, (train, valid, test))
+        splits.pairs_read = pairs_read
+        splits.blank_lines = blank_lines
+        return splits
+
+
 def hold_out_validation(examples, training):
     """A real corpus: the last `valid_size` examples (at most a tenth) for
     validation, at most `train_size` before them for training, no test."""

@@ -126,6 +126,14 @@ class TrainingConfig:
     max_length: int = setting(
         80, "leave out training pairs with a side longer than N tokens", least=1, metavar="N"
     )
+    max_length_ratio: Optional[float] = setting(
+        9.0,
+        "translation: leave out training pairs whose longer side has more than R times the "
+        "tokens of the shorter, likely misaligned (Moses' and OpenNMT's cleaning use 9); 0: "
+        "keep every pair",
+        least=0,
+        metavar="R",
+    )
     batch_size: int = setting(64, "pairs (images) a batch; the global batch", least=1, metavar="N")
     epochs: int = setting(10, "passes over the training data", least=1, metavar="N")
     learning_rate: float = setting(
@@ -187,6 +195,11 @@ class TrainingConfig:
             raise TrainingError(
                 "the inverse_sqrt schedule needs warmup_steps >= 1 (its peak, --warmup-steps); "
                 f"received {self.warmup_steps!r}"
+            )
+        if self.max_length_ratio and self.max_length_ratio < 1:
+            raise TrainingError(
+                f"max_length_ratio {self.max_length_ratio!r} would leave out every pair (a "
+                "longer side has at least the shorter's tokens); choose 0 (off) or R >= 1"
             )
         # Checked before training, not after hours of it.
         if self.average_last > self.epochs:
@@ -297,6 +310,8 @@ def _expected(field):
         return f"a number in [{meta['least']}, {meta['below']})"
     if meta["above"] is not None:
         return f"a finite number > {meta['above']}"
+    if meta["least"] is not None:
+        return f"a finite number >= {meta['least']}"
     return f"a {kind.__name__}"
 
 

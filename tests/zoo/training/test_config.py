@@ -131,6 +131,8 @@ def test_a_config_round_trips_through_its_dict():
         ({"schedule": "inverse_sqrt"}, "inverse_sqrt schedule needs warmup_steps >= 1"),
         ({"average_last": 11}, "average_last 11 is more than the run's 10 epochs"),
         ({"batch_size": None}, "batch_size must be set"),
+        ({"max_length_ratio": -1}, "max_length_ratio must be a finite number >= 0"),
+        ({"max_length_ratio": 0.5}, "would leave out every pair"),
     ],
 )
 def test_a_bad_setting_is_one_line_naming_it(settings, words):
