@@ -134,6 +134,13 @@ class TrainingConfig:
         least=0,
         metavar="R",
     )
+    vocabulary_sample: int = setting(
+        1_000_000,
+        "learn the vocabularies from at most N training pairs (captions), a sample drawn "
+        "with the run's seed; a smaller corpus is used whole",
+        least=1,
+        metavar="N",
+    )
     batch_size: int = setting(64, "pairs (images) a batch; the global batch", least=1, metavar="N")
     epochs: int = setting(10, "passes over the training data", least=1, metavar="N")
     learning_rate: float = setting(

@@ -133,6 +133,7 @@ def test_a_config_round_trips_through_its_dict():
         ({"batch_size": None}, "batch_size must be set"),
         ({"max_length_ratio": -1}, "max_length_ratio must be a finite number >= 0"),
         ({"max_length_ratio": 0.5}, "would leave out every pair"),
+        ({"vocabulary_sample": 0}, "vocabulary_sample must be an int >= 1; received 0"),
     ],
 )
 def test_a_bad_setting_is_one_line_naming_it(settings, words):
