@@ -131,16 +131,38 @@ def _default_boundaries(encoded, past_longest=False):
     """Every `DEFAULT_BUCKET_WIDTH` tokens up to the longest pair, or (for
     `pad_to_bucket_boundary`, where tf.data pads the last bucket to its upper
     boundary too) up to the first boundary past it."""
-    longest = 1
-    if len(encoded):
-        longest = int(
-            max(
-                encoded.source.row_lengths().numpy().max(),
-                encoded.target.row_lengths().numpy().max() + 1,
-            )
-        )
+    longest = _longest(encoded)
     last = longest + DEFAULT_BUCKET_WIDTH if past_longest else longest
     return list(range(DEFAULT_BUCKET_WIDTH, last + 1, DEFAULT_BUCKET_WIDTH))
+
+
+def _bucket_batch_sizes(boundaries, longest, batch_size, batch_tokens):
+    """The most pairs a batch of each bucket holds: `batch_size`, or with
+    `batch_tokens`, as many as fit in that many padded tokens of the
+    longer side (at least one).
+
+    A bucket's batch is padded to at most its upper boundary minus 1 (to
+    exactly that with `pad_to_bucket_boundary`), the open last bucket's to
+    at most the longest pair: so the sizes are fixed per bucket, and tf.data
+    keeps its few batch shapes.
+    """
+    if batch_tokens is None:
+        return [batch_size] * (len(boundaries) + 1)
+    widths = [boundary - 1 for boundary in boundaries] + [longest]
+    return [max(1, batch_tokens // max(width, 1)) for width in widths]
+
+
+def _longest(encoded):
+    """The longest pair's length, `max(len(source), len(target_in))` (1
+    for no pairs)."""
+    if not len(encoded):
+        return 1
+    return int(
+        max(
+            encoded.source.row_lengths().numpy().max(),
+            encoded.target.row_lengths().numpy().max() + 1,
+        )
+    )
 
 
 def _add_bos_eos(source, target):
@@ -167,6 +189,7 @@ def make_translation_dataset(
     drop_remainder=False,
     epochs=None,
     pad_to_bucket_boundary=False,
+    batch_tokens=None,
 ):
     """A `tf.data.Dataset` of padded, length-bucketed translation batches.
 
@@ -199,6 +222,13 @@ def make_translation_dataset(
             batch's longest row, so that the batches have a few fixed shapes:
             a compiled train step (XLA, `jit_compile=True`) compiles once per
             shape. The default boundaries then reach past the longest pair.
+        batch_tokens: optional int >= 1: batch by tokens rather than by
+            pairs, as fairseq's `--max-tokens` and OpenNMT's `batch_type
+            tokens` do: each bucket's batch holds as many pairs as fit in
+            `batch_tokens` padded tokens of its longer side (source or
+            `target_in`), so a batch of short sentences holds more of them;
+            `batch_size` is then not used. A pair longer than `batch_tokens`
+            is a batch of its own.
 
     Returns:
         A `tf.data.Dataset` of `({"source": int32 [B, S], "target_in":
@@ -214,6 +244,13 @@ def make_translation_dataset(
     """
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be an int >= 1; received {batch_size!r}.")
+    _check_length("batch_tokens", batch_tokens)
+    if batch_tokens is not None and drop_remainder:
+        # Batches of several sizes need not split evenly over the devices.
+        raise ValueError(
+            "batch_tokens makes batches of several sizes, which drop_remainder's equal "
+            "batches (--strategy data-parallel) can't split over devices; batch by batch_size"
+        )
     if isinstance(pairs, EncodedPairs):
         if max_source_length is not None or max_target_length is not None:
             raise ValueError(
@@ -240,12 +277,16 @@ def make_translation_dataset(
             f"received {bucket_boundaries}."
         )
 
+    batch_sizes = _bucket_batch_sizes(
+        bucket_boundaries, _longest(encoded), batch_size, batch_tokens
+    )
+
     def batch_epoch(pairs):
         pairs = pairs.map(_add_bos_eos, num_parallel_calls=tf.data.AUTOTUNE)
         pairs = pairs.bucket_by_sequence_length(
             element_length_func=_pair_length,
             bucket_boundaries=bucket_boundaries,
-            bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1),
+            bucket_batch_sizes=batch_sizes,
             padding_values=(PAD_ID, PAD_ID, PAD_ID),
             drop_remainder=drop_remainder,
             pad_to_bucket_boundary=pad_to_bucket_boundary,

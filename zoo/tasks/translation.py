@@ -112,6 +112,11 @@ class TranslationTask(Task):
         from zoo import data
 
         train_pairs, valid_pairs, test_pairs = splits
+        if drop_remainder and training.batch_tokens:
+            raise ZooUserError(
+                "--batch-tokens makes batches of several sizes, which --strategy "
+                "data-parallel can't split evenly over its devices; batch by --batch-size"
+            )
         tokenizers = run_tokenizers(
             self,
             out,
@@ -143,6 +148,7 @@ class TranslationTask(Task):
                 epochs=epochs,
                 drop_remainder=drop_remainder,
                 pad_to_bucket_boundary=fixed_shapes,
+                batch_tokens=training.batch_tokens,
             )
 
         translators = {}

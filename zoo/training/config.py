@@ -141,6 +141,14 @@ class TrainingConfig:
         least=1,
         metavar="N",
     )
+    batch_tokens: Optional[int] = setting(
+        None,
+        "translation: batches of at most N padded tokens (of the longer side) instead of "
+        "--batch-size pairs, as fairseq's --max-tokens: more pairs in a batch of short "
+        "sentences (default: off)",
+        least=1,
+        metavar="N",
+    )
     batch_size: int = setting(64, "pairs (images) a batch; the global batch", least=1, metavar="N")
     epochs: int = setting(10, "passes over the training data", least=1, metavar="N")
     learning_rate: float = setting(
@@ -207,6 +215,11 @@ class TrainingConfig:
             raise TrainingError(
                 f"max_length_ratio {self.max_length_ratio!r} would leave out every pair (a "
                 "longer side has at least the shorter's tokens); choose 0 (off) or R >= 1"
+            )
+        if self.batch_tokens is not None and self.batch_tokens < self.max_length:
+            raise TrainingError(
+                f"batch_tokens {self.batch_tokens} cannot hold a pair of max_length "
+                f"{self.max_length} tokens; choose --batch-tokens at least --max-length"
             )
         # Checked before training, not after hours of it.
         if self.average_last > self.epochs:
