@@ -12,6 +12,10 @@
   (`train_tokenizer`, `load_tokenizer`).
 - `zoo.data.pipeline`: padded, length-bucketed `tf.data` batches
   (TensorFlow).
+- `zoo.data.filtering`: which training pairs are left out (a blank side,
+  too long, too uneven) and the counts a run reports (NumPy).
+- `zoo.data.sampling`: the seeded, bounded sample of the training pairs the
+  vocabularies are learned from (pure Python).
 - `zoo.data.captions`: an embedded synthetic image-captioning set of
   coloured shapes (Python and NumPy).
 - `zoo.data.caption_readers`: readers for Flickr8k/30k and COCO captions

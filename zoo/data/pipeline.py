@@ -25,6 +25,7 @@ import logging
 
 import tensorflow as tf
 
+from zoo.data import filtering
 from zoo.recipes.contract import BOS_ID
 from zoo.recipes.contract import EOS_ID
 from zoo.recipes.contract import PAD_ID
@@ -45,16 +46,22 @@ class EncodedPairs:
         source: int32 `tf.RaggedTensor` `[N, None]`, source ids.
         target: int32 `tf.RaggedTensor` `[N, None]`, target ids, without BOS
             or EOS.
-        dropped: how many input pairs were left out (too long, or a side
-            with no tokens).
+        left_out: {reason: how many input pairs it left out}, for each of
+            `zoo.data.filtering.REASONS` (a side with no tokens, too long,
+            too uneven).
     """
 
     source: tf.RaggedTensor
     target: tf.RaggedTensor
-    dropped: int
+    left_out: dict
 
     def __len__(self):
         return int(self.source.nrows())
+
+    @property
+    def dropped(self):
+        """How many input pairs were left out, for any reason."""
+        return sum(self.left_out.values())
 
 
 def _tokenize_all(tokenizer, sentences):
@@ -78,8 +85,9 @@ def encode_pairs(
     target_tokenizer,
     max_source_length=None,
     max_target_length=None,
+    max_length_ratio=None,
 ):
-    """Tokenize sentence pairs and drop those too long for the model.
+    """Tokenize sentence pairs and drop those the model should not learn from.
 
     Args:
         pairs: sequence of `(source, target)` str pairs.
@@ -87,48 +95,74 @@ def encode_pairs(
         max_source_length: optional int, the most source tokens.
         max_target_length: optional int, the most steps of `target_in` and
             `target_out`, that is target tokens + 1 (for BOS or EOS).
+        max_length_ratio: optional number >= 1: drop a pair whose longer
+            side has more than this many times the tokens of the shorter.
 
     Returns:
-        An `EncodedPairs`. A pair is dropped when it is longer than a limit,
-        or when either side has no tokens (a blank sentence); the count is
-        logged at INFO level.
+        An `EncodedPairs`. A pair is dropped when either side has no tokens
+        (a blank sentence), is longer than a limit, or the sides' lengths
+        are too uneven (`zoo.data.filtering`); the count is logged at INFO
+        level, and `left_out` has it by reason.
     """
     _check_length("max_source_length", max_source_length)
     _check_length("max_target_length", max_target_length)
+    filtering.check_ratio(max_length_ratio)
     pairs = list(pairs)
     source = _tokenize_all(source_tokenizer, [str(s) for s, _ in pairs])
     target = _tokenize_all(target_tokenizer, [str(t) for _, t in pairs])
-    source_lengths = source.row_lengths().numpy()
-    target_lengths = target.row_lengths().numpy()
-    keep = (source_lengths > 0) & (target_lengths > 0)
-    if max_source_length is not None:
-        keep &= source_lengths <= max_source_length
-    if max_target_length is not None:
-        keep &= target_lengths + 1 <= max_target_length
-    dropped = int(len(pairs) - keep.sum())
-    if dropped:
-        logger.info(
-            "encode_pairs: dropped %d of %d pairs (too long or blank).", dropped, len(pairs)
-        )
+    reasons = filtering.left_out_reasons(
+        source.row_lengths().numpy(),
+        target.row_lengths().numpy(),
+        max_source_length,
+        # The limit is on target_in, which has a BOS before the tokens.
+        None if max_target_length is None else max_target_length - 1,
+        max_length_ratio,
+    )
+    left_out = filtering.count_reasons(reasons)
+    if any(left_out.values()):
+        logger.info("encode_pairs: of %d pairs, left out %s.", len(pairs), left_out)
+        keep = reasons == ""
         source = tf.ragged.boolean_mask(source, keep)
         target = tf.ragged.boolean_mask(target, keep)
-    return EncodedPairs(source=source, target=target, dropped=dropped)
+    return EncodedPairs(source=source, target=target, left_out=left_out)
 
 
 def _default_boundaries(encoded, past_longest=False):
     """Every `DEFAULT_BUCKET_WIDTH` tokens up to the longest pair, or (for
     `pad_to_bucket_boundary`, where tf.data pads the last bucket to its upper
     boundary too) up to the first boundary past it."""
-    longest = 1
-    if len(encoded):
-        longest = int(
-            max(
-                encoded.source.row_lengths().numpy().max(),
-                encoded.target.row_lengths().numpy().max() + 1,
-            )
-        )
+    longest = _longest(encoded)
     last = longest + DEFAULT_BUCKET_WIDTH if past_longest else longest
     return list(range(DEFAULT_BUCKET_WIDTH, last + 1, DEFAULT_BUCKET_WIDTH))
+
+
+def _bucket_batch_sizes(boundaries, longest, batch_size, batch_tokens):
+    """The most pairs a batch of each bucket holds: `batch_size`, or with
+    `batch_tokens`, as many as fit in that many padded tokens of the
+    longer side (at least one).
+
+    A bucket's batch is padded to at most its upper boundary minus 1 (to
+    exactly that with `pad_to_bucket_boundary`), the open last bucket's to
+    at most the longest pair: so the sizes are fixed per bucket, and tf.data
+    keeps its few batch shapes.
+    """
+    if batch_tokens is None:
+        return [batch_size] * (len(boundaries) + 1)
+    widths = [boundary - 1 for boundary in boundaries] + [longest]
+    return [max(1, batch_tokens // max(width, 1)) for width in widths]
+
+
+def _longest(encoded):
+    """The longest pair's length, `max(len(source), len(target_in))` (1
+    for no pairs)."""
+    if not len(encoded):
+        return 1
+    return int(
+        max(
+            encoded.source.row_lengths().numpy().max(),
+            encoded.target.row_lengths().numpy().max() + 1,
+        )
+    )
 
 
 def _add_bos_eos(source, target):
@@ -155,6 +189,7 @@ def make_translation_dataset(
     drop_remainder=False,
     epochs=None,
     pad_to_bucket_boundary=False,
+    batch_tokens=None,
 ):
     """A `tf.data.Dataset` of padded, length-bucketed translation batches.
 
@@ -187,6 +222,13 @@ def make_translation_dataset(
             batch's longest row, so that the batches have a few fixed shapes:
             a compiled train step (XLA, `jit_compile=True`) compiles once per
             shape. The default boundaries then reach past the longest pair.
+        batch_tokens: optional int >= 1: batch by tokens rather than by
+            pairs, as fairseq's `--max-tokens` and OpenNMT's `batch_type
+            tokens` do: each bucket's batch holds as many pairs as fit in
+            `batch_tokens` padded tokens of its longer side (source or
+            `target_in`), so a batch of short sentences holds more of them;
+            `batch_size` is then not used. A pair longer than `batch_tokens`
+            is a batch of its own.
 
     Returns:
         A `tf.data.Dataset` of `({"source": int32 [B, S], "target_in":
@@ -202,6 +244,13 @@ def make_translation_dataset(
     """
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be an int >= 1; received {batch_size!r}.")
+    _check_length("batch_tokens", batch_tokens)
+    if batch_tokens is not None and drop_remainder:
+        # Batches of several sizes need not split evenly over the devices.
+        raise ValueError(
+            "batch_tokens makes batches of several sizes, which drop_remainder's equal "
+            "batches (--strategy data-parallel) can't split over devices; batch by batch_size"
+        )
     if isinstance(pairs, EncodedPairs):
         if max_source_length is not None or max_target_length is not None:
             raise ValueError(
@@ -228,12 +277,16 @@ def make_translation_dataset(
             f"received {bucket_boundaries}."
         )
 
+    batch_sizes = _bucket_batch_sizes(
+        bucket_boundaries, _longest(encoded), batch_size, batch_tokens
+    )
+
     def batch_epoch(pairs):
         pairs = pairs.map(_add_bos_eos, num_parallel_calls=tf.data.AUTOTUNE)
         pairs = pairs.bucket_by_sequence_length(
             element_length_func=_pair_length,
             bucket_boundaries=bucket_boundaries,
-            bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1),
+            bucket_batch_sizes=batch_sizes,
             padding_values=(PAD_ID, PAD_ID, PAD_ID),
             drop_remainder=drop_remainder,
             pad_to_bucket_boundary=pad_to_bucket_boundary,

@@ -122,6 +122,18 @@ class Task:
         return f"<task {self.name}>"
 
 
+class Splits(tuple):
+    """`(train, valid, test)` examples, and what reading them from a corpus
+    left out before they were split: `pairs_read` (the corpus's examples,
+    blank ones included; None for data made in memory) and `blank_lines`."""
+
+    def __new__(cls, train, valid, test, pairs_read=None, blank_lines=0):
+        splits = super().__new__(cls, (train, valid, test))
+        splits.pairs_read = pairs_read
+        splits.blank_lines = blank_lines
+        return splits
+
+
 def hold_out_validation(examples, training):
     """A real corpus: the last `valid_size` examples (at most a tenth) for
     validation, at most `train_size` before them for training, no test."""
@@ -133,22 +145,45 @@ def hold_out_validation(examples, training):
 
 def run_tokenizers(task, out, training, sentences):
     """The run's tokenizers ({role: tokenizer}) in the run directory `out`:
-    learned from `sentences` ({role: list of str}) and saved, or reloaded
-    when a resumed run saved them already (the same either way). Roles that
-    share a file share one tokenizer, learned from all their sentences."""
+    learned from `sentences` ({role: list of str}, aligned: the i-th of each
+    role are one example) and saved, or reloaded when a resumed run saved
+    them already (the same either way). Roles that share a file share one
+    tokenizer, learned from all their sentences. A vocabulary is learned
+    from a seeded sample of `training.vocabulary_sample` examples
+    (`vocabulary_sentences`)."""
     from zoo import data  # TensorFlow-based: loaded only here
 
     files = runs.vocabulary_files(task.roles, training)
     tokenizers = {}
+    sample = None
     for name in dict.fromkeys(files.values()):
         path = out / name
         if path.is_file():
             tokenizer = data.load_tokenizer(path)
         else:
-            text = [s for role in task.roles if files[role] == name for s in sentences[role]]
+            if sample is None:
+                sample = vocabulary_sentences(task.roles, training, sentences)
+            text = [s for role in task.roles if files[role] == name for s in sample[role]]
             tokenizer = data.train_tokenizer(
                 training.tokenizer or "wordpiece", text, training.vocabulary_size
             )
             tokenizer.save(path)
         tokenizers.update({role: tokenizer for role in task.roles if files[role] == name})
     return tokenizers
+
+
+def vocabulary_sentences(roles, training, sentences):
+    """The sentences ({role: list of str}) the vocabularies learn from: at
+    most `training.vocabulary_sample` examples, drawn with the run's seed.
+
+    Examples are drawn whole, the sentences of every role together, so a
+    shared vocabulary sees both sides of the same pairs. SentencePiece's
+    own `input_sentence_size` is not used: it draws sentences, not pairs,
+    with a seed of its own, after the whole corpus went through its
+    iterator, and WordPiece has nothing like it; one sampler serves both.
+    """
+    from zoo.data.sampling import reservoir_sample
+
+    examples = zip(*(sentences[role] for role in roles))
+    sample = reservoir_sample(examples, training.vocabulary_sample, seed=training.seed)
+    return {role: [example[i] for example in sample] for i, role in enumerate(roles)}

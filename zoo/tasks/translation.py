@@ -2,14 +2,19 @@
 scored by the alignment error rate against gold word alignments."""
 
 import functools
+import logging
 from pathlib import Path
 
 from zoo.errors import ZooUserError
 from zoo.training.config import of_run
 
 from zoo.tasks.base import Task
+from zoo.tasks.base import Splits
 from zoo.tasks.base import TaskData
+from zoo.tasks.base import hold_out_validation
 from zoo.tasks.base import run_tokenizers
+
+logger = logging.getLogger(__name__)
 
 
 class TranslationTask(Task):
@@ -72,6 +77,21 @@ class TranslationTask(Task):
             )
         return pairs, golds
 
+    def load_splits(self, training):
+        """The base's splits, with the corpus's count of lines read and of
+        blank ones, which the reader skips before the validation hold-out
+        (`prepare_data` reports them)."""
+        if training.is_synthetic:
+            return super().load_splits(training)
+        from zoo import data
+
+        corpus = data.read_corpus(training.data)
+        return Splits(
+            *hold_out_validation(corpus.pairs, training),
+            pairs_read=len(corpus) + corpus.skipped_empty,
+            blank_lines=corpus.skipped_empty,
+        )
+
     def read_examples(self, data_spec):
         """The (source, target) pairs of a corpus spec (`zoo.data.read_corpus`)."""
         from zoo import data
@@ -92,6 +112,11 @@ class TranslationTask(Task):
         from zoo import data
 
         train_pairs, valid_pairs, test_pairs = splits
+        if drop_remainder and training.batch_tokens:
+            raise ZooUserError(
+                "--batch-tokens makes batches of several sizes, which --strategy "
+                "data-parallel can't split evenly over its devices; batch by --batch-size"
+            )
         tokenizers = run_tokenizers(
             self,
             out,
@@ -100,7 +125,7 @@ class TranslationTask(Task):
         )
         source_tokenizer, target_tokenizer = tokenizers["source"], tokenizers["target"]
 
-        def encode(pairs):
+        def encode(pairs, max_length_ratio=None):
             # Once per split: a training asks for its batches several times (to
             # count them, for each `fit`, to count the tokens).
             return data.encode_pairs(
@@ -109,6 +134,7 @@ class TranslationTask(Task):
                 target_tokenizer,
                 max_source_length=training.max_length,
                 max_target_length=training.max_length,
+                max_length_ratio=max_length_ratio,
             )
 
         def dataset(encoded, shuffle, epochs=None):
@@ -122,6 +148,7 @@ class TranslationTask(Task):
                 epochs=epochs,
                 drop_remainder=drop_remainder,
                 pad_to_bucket_boundary=fixed_shapes,
+                batch_tokens=training.batch_tokens,
             )
 
         translators = {}
@@ -142,8 +169,12 @@ class TranslationTask(Task):
         def validate(model, config):
             return translator(model, config).evaluate(valid_pairs)["bleu"].score
 
+        # Uneven pairs are left out of training only: the validation loss
+        # and BLEU are measured on the held-out pairs as they are.
+        train = encode(train_pairs, training.max_length_ratio or None)
+        filtered = filter_report(splits, train_pairs, train)
         return TaskData(
-            functools.partial(dataset, encode(train_pairs), True),
+            functools.partial(dataset, train, True),
             dataset(encode(valid_pairs), shuffle=False) if valid_pairs else None,
             {
                 "source_vocabulary_size": source_tokenizer.vocabulary_size,
@@ -153,6 +184,7 @@ class TranslationTask(Task):
                 "train_pairs": len(train_pairs),
                 "valid_pairs": len(valid_pairs),
                 "test_pairs": len(test_pairs),
+                **filtered,
             },
             evaluate if test_pairs else None,
             validate if valid_pairs else None,
@@ -179,6 +211,23 @@ class TranslationTask(Task):
 
 
 TRANSLATION = TranslationTask()
+
+
+def filter_report(splits, train_pairs, encoded):
+    """The metrics.json entries of what the training data's filtering left
+    out (`zoo.data.filtering.filter_metrics`), logged as one line: a warning
+    when pairs were left out, which the user may not expect."""
+    from zoo.data import filtering
+
+    metrics = filtering.filter_metrics(
+        len(train_pairs),
+        encoded.left_out,
+        pairs_read=getattr(splits, "pairs_read", None),
+        blank_lines=getattr(splits, "blank_lines", 0),
+    )
+    left_out = sum(metrics[f"pairs_left_out_{reason}"] for reason in filtering.REASONS)
+    logger.log(logging.WARNING if left_out else logging.INFO, filtering.describe(metrics))
+    return metrics
 
 
 def in_order_bleu(hypotheses, pairs, golds):

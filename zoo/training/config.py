@@ -129,6 +129,29 @@ class TrainingConfig:
     max_length: int = setting(
         80, "leave out training pairs with a side longer than N tokens", least=1, metavar="N"
     )
+    max_length_ratio: Optional[float] = setting(
+        9.0,
+        "translation: leave out training pairs whose longer side has more than R times the "
+        "tokens of the shorter, likely misaligned (Moses' and OpenNMT's cleaning use 9); 0: "
+        "keep every pair",
+        least=0,
+        metavar="R",
+    )
+    vocabulary_sample: int = setting(
+        1_000_000,
+        "learn the vocabularies from at most N training pairs (captions), a sample drawn "
+        "with the run's seed; a smaller corpus is used whole",
+        least=1,
+        metavar="N",
+    )
+    batch_tokens: Optional[int] = setting(
+        None,
+        "translation: batches of at most N padded tokens (of the longer side) instead of "
+        "--batch-size pairs, as fairseq's --max-tokens: more pairs in a batch of short "
+        "sentences (default: off)",
+        least=1,
+        metavar="N",
+    )
     batch_size: int = setting(64, "pairs (images) a batch; the global batch", least=1, metavar="N")
     epochs: int = setting(10, "passes over the training data", least=1, metavar="N")
     learning_rate: float = setting(
@@ -215,6 +238,16 @@ class TrainingConfig:
             raise TrainingError(
                 "early_stopping_metric val_bleu needs the validation BLEU; pass "
                 "--validation-bleu, or --early-stopping-metric val_loss"
+            )
+        if self.max_length_ratio and self.max_length_ratio < 1:
+            raise TrainingError(
+                f"max_length_ratio {self.max_length_ratio!r} would leave out every pair (a "
+                "longer side has at least the shorter's tokens); choose 0 (off) or R >= 1"
+            )
+        if self.batch_tokens is not None and self.batch_tokens < self.max_length:
+            raise TrainingError(
+                f"batch_tokens {self.batch_tokens} cannot hold a pair of max_length "
+                f"{self.max_length} tokens; choose --batch-tokens at least --max-length"
             )
         # Checked before training, not after hours of it.
         if self.average_last > self.epochs:
@@ -325,6 +358,8 @@ def _expected(field):
         return f"a number in [{meta['least']}, {meta['below']})"
     if meta["above"] is not None:
         return f"a finite number > {meta['above']}"
+    if meta["least"] is not None:
+        return f"a finite number >= {meta['least']}"
     return f"a {kind.__name__}"
 
 

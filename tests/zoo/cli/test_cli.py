@@ -155,6 +155,10 @@ def test_train_writes_a_complete_run_directory(tiny_run):
     # The synthetic data has a test split: its cased and lowercased BLEU.
     metrics = json.loads((tiny_run / "metrics.json").read_text())
     assert (metrics["train_pairs"], metrics["valid_pairs"], metrics["test_pairs"]) == (64, 16, 130)
+    # What the training data's filtering left out: a vocabulary of 64 pairs
+    # spells words in many pieces, so some pairs are too long.
+    assert metrics["pairs_read"] == 64 and metrics["pairs_left_out_length_ratio"] == 0
+    assert metrics["train_pairs_kept"] + metrics["pairs_left_out_too_long"] == 64
     assert "case:mixed" in metrics["test_bleu_signature"]
     assert "case:lc" in metrics["test_bleu_lowercased_signature"]
     assert 0 <= metrics["test_bleu"] <= metrics["test_bleu_lowercased"] <= 100

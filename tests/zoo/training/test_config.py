@@ -141,6 +141,11 @@ def test_a_config_round_trips_through_its_dict():
             {"early_stopping_patience": 2, "early_stopping_metric": "val_bleu"},
             "early_stopping_metric val_bleu needs the validation BLEU; pass --validation-bleu",
         ),
+        ({"max_length_ratio": -1}, "max_length_ratio must be a finite number >= 0"),
+        ({"max_length_ratio": 0.5}, "would leave out every pair"),
+        ({"vocabulary_sample": 0}, "vocabulary_sample must be an int >= 1; received 0"),
+        ({"batch_tokens": 0}, "batch_tokens must be an int >= 1; received 0"),
+        ({"batch_tokens": 40}, "batch_tokens 40 cannot hold a pair of max_length 80 tokens"),
     ],
 )
 def test_a_bad_setting_is_one_line_naming_it(settings, words):
