@@ -112,11 +112,6 @@ class TranslationTask(Task):
         from zoo import data
 
         train_pairs, valid_pairs, test_pairs = splits
-        if drop_remainder and training.batch_tokens:
-            raise ZooUserError(
-                "--batch-tokens makes batches of several sizes, which --strategy "
-                "data-parallel can't split evenly over its devices; batch by --batch-size"
-            )
         tokenizers = run_tokenizers(
             self,
             out,

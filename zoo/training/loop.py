@@ -219,6 +219,11 @@ def _equal_batches(strategy, training):
     its epoch; the shuffle leaves out other pairs each epoch)."""
     equal_batches = distributed.equal_batches_required(strategy)
     replicas = distributed.replica_count(strategy)
+    if equal_batches and training.batch_tokens:
+        raise TrainingError(
+            "--batch-tokens makes batches of several sizes, which --strategy "
+            "data-parallel can't split evenly over its devices; batch by --batch-size"
+        )
     if equal_batches and training.batch_size % replicas:
         raise TrainingError(
             f"batch size {training.batch_size} does not split over the {replicas} devices "

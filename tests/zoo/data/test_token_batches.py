@@ -47,12 +47,15 @@ def test_batch_tokens_refuses_equal_batches(corpus):
         make_translation_dataset(corpus, None, None, 1, batch_tokens=200, drop_remainder=True)
 
 
-def test_a_data_parallel_training_by_tokens_is_refused(tmp_path):
-    from zoo.errors import ZooUserError
-    from zoo.tasks.translation import TRANSLATION
-    from zoo.training.config import TrainingConfig
+@pytest.mark.tensorflow_only
+def test_a_data_parallel_training_by_tokens_is_refused_before_anything_is_written(
+    tmp_path, monkeypatch
+):
+    from zoo.training import distributed
+    from zoo.training import loop
+    from zoo.training.config import TrainingError
 
-    with pytest.raises(ZooUserError, match="batch by --batch-size"):
-        TRANSLATION.prepare_data(
-            TrainingConfig(batch_tokens=100), ([], [], []), tmp_path, drop_remainder=True
-        )
+    monkeypatch.setattr(distributed, "equal_batches_required", lambda strategy: True)
+    with pytest.raises(TrainingError, match="batch by --batch-size"):
+        loop.train("rnnsearch_small", tmp_path / "run", batch_tokens=100, train_size=64, valid_size=8)
+    assert not (tmp_path / "run").exists()
