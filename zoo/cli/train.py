@@ -85,13 +85,14 @@ def check_arguments(args):
     """An unknown preset, and a translation corpus that is not there,
     refused before TensorFlow and Keras load."""
     from zoo import registry
-    from zoo.data import readers
+    from zoo.data import corpus_scan
 
     preset = registry.get_preset(args.preset)
     training_config(args)
     is_corpus = args.data not in (None, "synthetic")
     if is_corpus and registry.task_of(preset["recipe"]) == "translation":
-        readers.check_corpus_files(args.data)
+        # A glob that matches nothing or a mistyped path, answered in seconds.
+        corpus_scan.corpus_files(args.data)
 
 
 def command(args):

@@ -10,6 +10,11 @@
   case, trained with `sentencepiece`, run with keras-hub (TensorFlow).
 - `zoo.data.tokenizers`: a tokenizer by name, or from its file
   (`train_tokenizer`, `load_tokenizer`).
+- `zoo.data.corpus_scan`: the one pass over a training corpus's files
+  (shards and globs too) that checks, counts, holds out the validation
+  pairs and samples the rest, keeping nothing else (pure Python).
+- `zoo.data.streaming`: the training split as a `tf.data` stream,
+  tokenized, filtered and shuffled in seeded windows (TensorFlow).
 - `zoo.data.pipeline`: padded, length-bucketed `tf.data` batches
   (TensorFlow).
 - `zoo.data.filtering`: which training pairs are left out (a blank side,

@@ -21,6 +21,7 @@ The source has neither BOS nor EOS.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 
 import tensorflow as tf
@@ -127,16 +128,16 @@ def encode_pairs(
     return EncodedPairs(source=source, target=target, left_out=left_out)
 
 
-def _default_boundaries(encoded, past_longest=False):
+def default_boundaries(encoded, past_longest=False):
     """Every `DEFAULT_BUCKET_WIDTH` tokens up to the longest pair, or (for
     `pad_to_bucket_boundary`, where tf.data pads the last bucket to its upper
     boundary too) up to the first boundary past it."""
-    longest = _longest(encoded)
+    longest = longest_pair(encoded)
     last = longest + DEFAULT_BUCKET_WIDTH if past_longest else longest
     return list(range(DEFAULT_BUCKET_WIDTH, last + 1, DEFAULT_BUCKET_WIDTH))
 
 
-def _bucket_batch_sizes(boundaries, longest, batch_size, batch_tokens):
+def bucket_batch_sizes(boundaries, longest, batch_size, batch_tokens):
     """The most pairs a batch of each bucket holds: `batch_size`, or with
     `batch_tokens`, as many as fit in that many padded tokens of the
     longer side (at least one).
@@ -152,7 +153,7 @@ def _bucket_batch_sizes(boundaries, longest, batch_size, batch_tokens):
     return [max(1, batch_tokens // max(width, 1)) for width in widths]
 
 
-def _longest(encoded):
+def longest_pair(encoded):
     """The longest pair's length, `max(len(source), len(target_in))` (1
     for no pairs)."""
     if not len(encoded):
@@ -162,6 +163,31 @@ def _longest(encoded):
             encoded.source.row_lengths().numpy().max(),
             encoded.target.row_lengths().numpy().max() + 1,
         )
+    )
+
+
+def bucketed_batches(pairs, boundaries, batch_sizes, drop_remainder, pad_to_bucket_boundary):
+    """A `tf.data.Dataset` of `(source, target)` id rows (no BOS or EOS),
+    made into padded batches of similar lengths: `({"source": [B, S],
+    "target_in": [B, T]}, target_out [B, T])`, a pair of length `max(len(source),
+    len(target_in))` in the bucket `[b_i, b_(i+1))` of `boundaries`, whose
+    batches hold at most its entry of `batch_sizes`
+    (`make_translation_dataset` says what the other arguments do)."""
+    pairs = pairs.map(_add_bos_eos, num_parallel_calls=tf.data.AUTOTUNE)
+    pairs = pairs.bucket_by_sequence_length(
+        element_length_func=_pair_length,
+        bucket_boundaries=boundaries,
+        bucket_batch_sizes=batch_sizes,
+        padding_values=(PAD_ID, PAD_ID, PAD_ID),
+        drop_remainder=drop_remainder,
+        pad_to_bucket_boundary=pad_to_bucket_boundary,
+    )
+    return pairs.map(
+        lambda source, target_in, target_out: (
+            {"source": source, "target_in": target_in},
+            target_out,
+        ),
+        num_parallel_calls=tf.data.AUTOTUNE,
     )
 
 
@@ -267,7 +293,7 @@ def make_translation_dataset(
             max_target_length=max_target_length,
         )
     if bucket_boundaries is None:
-        bucket_boundaries = _default_boundaries(encoded, past_longest=pad_to_bucket_boundary)
+        bucket_boundaries = default_boundaries(encoded, past_longest=pad_to_bucket_boundary)
     bucket_boundaries = [int(b) for b in bucket_boundaries]
     if any(b < 1 for b in bucket_boundaries) or any(
         a >= b for a, b in zip(bucket_boundaries, bucket_boundaries[1:])
@@ -277,27 +303,17 @@ def make_translation_dataset(
             f"received {bucket_boundaries}."
         )
 
-    batch_sizes = _bucket_batch_sizes(
-        bucket_boundaries, _longest(encoded), batch_size, batch_tokens
+    batch_sizes = bucket_batch_sizes(
+        bucket_boundaries, longest_pair(encoded), batch_size, batch_tokens
     )
 
-    def batch_epoch(pairs):
-        pairs = pairs.map(_add_bos_eos, num_parallel_calls=tf.data.AUTOTUNE)
-        pairs = pairs.bucket_by_sequence_length(
-            element_length_func=_pair_length,
-            bucket_boundaries=bucket_boundaries,
-            bucket_batch_sizes=batch_sizes,
-            padding_values=(PAD_ID, PAD_ID, PAD_ID),
-            drop_remainder=drop_remainder,
-            pad_to_bucket_boundary=pad_to_bucket_boundary,
-        )
-        return pairs.map(
-            lambda source, target_in, target_out: (
-                {"source": source, "target_in": target_in},
-                target_out,
-            ),
-            num_parallel_calls=tf.data.AUTOTUNE,
-        )
+    batch_epoch = functools.partial(
+        bucketed_batches,
+        boundaries=bucket_boundaries,
+        batch_sizes=batch_sizes,
+        drop_remainder=drop_remainder,
+        pad_to_bucket_boundary=pad_to_bucket_boundary,
+    )
 
     rows = (encoded.source, encoded.target)
     # Bucketing hides the number of batches from tf.data, and Keras' progress

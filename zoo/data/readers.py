@@ -69,7 +69,8 @@ class ParallelCorpus:
         return [target for _, target in self.pairs]
 
 
-def _check_file(path):
+def check_corpus_file(path):
+    """A `CorpusError` unless `path` is a file."""
     if not os.path.exists(path):
         raise CorpusError(f"{path}: no such file.")
     if os.path.isdir(path):
@@ -83,7 +84,7 @@ def _read_lines(path):
     line separators inside a sentence cannot shift the alignment.
     """
     path = os.fspath(path)
-    _check_file(path)
+    check_corpus_file(path)
     try:
         if path.endswith(".gz"):
             with gzip.open(path, "rb") as file:
@@ -261,11 +262,3 @@ def corpus_paths(spec):
             "one tab-separated file."
         )
     return [part.strip() for part in parts]
-
-
-def check_corpus_files(spec):
-    """Raises the `CorpusError` that reading `spec` would, for a malformed
-    spec or a missing file, without reading it: `zoo train` calls it before
-    TensorFlow loads, so a mistyped path is answered in seconds."""
-    for path in corpus_paths(spec):
-        _check_file(os.fspath(path))

@@ -8,9 +8,17 @@ from zoo.training.config import of_run
 
 
 class TaskData:
-    """What training needs from a task's data (see `Task.prepare_data`)."""
+    """What training needs from a task's data (see `Task.prepare_data`).
 
-    def __init__(self, train_data, valid_data, vocabularies, examples, evaluate, validate=None):
+    `epoch_size` is the `zoo.data.streaming.EpochSize` of a streamed split;
+    without it, the batches and target tokens of an epoch are counted on
+    `train_data(None)` when first asked for.
+    """
+
+    def __init__(
+        self, train_data, valid_data, vocabularies, examples, evaluate, validate=None,
+        epoch_size=None,
+    ):
         # epochs (a range, or None for one) -> tf.data of ({inputs}, target_out)
         # batches; see `zoo.data.pipeline.epoch_batches`.
         self.train_data = train_data
@@ -20,6 +28,44 @@ class TaskData:
         self.evaluate = evaluate  # (model, config) -> metrics dict, or None
         # (model, config) -> the validation split's greedy BLEU, or None.
         self.validate = validate
+        self._epoch_size = epoch_size
+
+    @property
+    def batches_per_epoch(self):
+        """The batches of an epoch (an int; estimated for a large stream)."""
+        return self._size()[0]
+
+    @property
+    def target_tokens_per_epoch(self):
+        """The target tokens of an epoch's batches, [EOS] included."""
+        return self._size()[1]
+
+    @property
+    def epoch_size_estimated(self):
+        """Whether the two above are scaled from a sample of a stream."""
+        return bool(self._epoch_size and self._epoch_size.estimated)
+
+    def _size(self):
+        if self._epoch_size is not None:
+            return self._epoch_size.batches, self._epoch_size.target_tokens
+        import numpy as np
+
+        batches, tokens = 0, 0
+        for _, targets in self.train_data(None).as_numpy_iterator():
+            batches += 1
+            tokens += int(np.count_nonzero(targets))
+        self._epoch_size = _Counted(batches, tokens)
+        return batches, tokens
+
+
+class _Counted:
+    """An epoch's size counted on its batches."""
+
+    estimated = False
+
+    def __init__(self, batches, target_tokens):
+        self.batches = batches
+        self.target_tokens = target_tokens
 
 
 class Task:

@@ -3,6 +3,7 @@ scored by the alignment error rate against gold word alignments."""
 
 import functools
 import logging
+import time
 from pathlib import Path
 
 from zoo.errors import ZooUserError
@@ -11,7 +12,6 @@ from zoo.training.config import of_run
 from zoo.tasks.base import Task
 from zoo.tasks.base import Splits
 from zoo.tasks.base import TaskData
-from zoo.tasks.base import hold_out_validation
 from zoo.tasks.base import run_tokenizers
 
 logger = logging.getLogger(__name__)
@@ -78,18 +78,23 @@ class TranslationTask(Task):
         return pairs, golds
 
     def load_splits(self, training):
-        """The base's splits, with the corpus's count of lines read and of
-        blank ones, which the reader skips before the validation hold-out
-        (`prepare_data` reports them)."""
+        """The base's splits; from a real corpus, the training split is a
+        `CorpusScan` that training streams (`zoo.data.corpus_scan`), and
+        the splits carry the corpus's count of lines read and of blank
+        ones (`prepare_data` reports them)."""
         if training.is_synthetic:
             return super().load_splits(training)
-        from zoo import data
+        from zoo.data import corpus_scan
 
-        corpus = data.read_corpus(training.data)
+        scan = corpus_scan.scan_corpus(
+            training.data,
+            valid_size=training.valid_size,
+            train_size=training.train_size,
+            sample_size=training.vocabulary_sample,
+            seed=training.seed,
+        )
         return Splits(
-            *hold_out_validation(corpus.pairs, training),
-            pairs_read=len(corpus) + corpus.skipped_empty,
-            blank_lines=corpus.skipped_empty,
+            scan, scan.valid, [], pairs_read=scan.pairs_read, blank_lines=scan.blank_lines
         )
 
     def read_examples(self, data_spec):
@@ -110,37 +115,52 @@ class TranslationTask(Task):
 
     def prepare_data(self, training, splits, out, drop_remainder=False, fixed_shapes=False):
         from zoo import data
+        from zoo.data import streaming
 
         train_pairs, valid_pairs, test_pairs = splits
+        pairs, size, sample = _training_split(train_pairs, training)
+        started = time.monotonic()
         tokenizers = run_tokenizers(
             self,
             out,
             training,
-            {"source": [s for s, _ in train_pairs], "target": [t for _, t in train_pairs]},
+            {"source": [s for s, _ in sample], "target": [t for _, t in sample]},
         )
         source_tokenizer, target_tokenizer = tokenizers["source"], tokenizers["target"]
+        vocabulary_seconds = time.monotonic() - started
+        # Uneven pairs are left out of training only: the validation loss
+        # and BLEU are measured on the held-out pairs as they are.
+        stream = streaming.TrainingStream(
+            pairs,
+            size,
+            sample,
+            source_tokenizer,
+            target_tokenizer,
+            batch_size=training.batch_size,
+            batch_tokens=training.batch_tokens,
+            shuffle_buffer=training.shuffle_buffer,
+            seed=training.seed,
+            max_source_length=training.max_length,
+            max_target_length=training.max_length,
+            max_length_ratio=training.max_length_ratio or None,
+            drop_remainder=drop_remainder,
+            pad_to_bucket_boundary=fixed_shapes,
+        )
 
-        def encode(pairs, max_length_ratio=None):
-            # Once per split: a training asks for its batches several times (to
-            # count them, for each `fit`, to count the tokens).
-            return data.encode_pairs(
+        def validation_dataset(pairs):
+            encoded = data.encode_pairs(
                 pairs,
                 source_tokenizer,
                 target_tokenizer,
                 max_source_length=training.max_length,
                 max_target_length=training.max_length,
-                max_length_ratio=max_length_ratio,
             )
-
-        def dataset(encoded, shuffle, epochs=None):
             return data.make_translation_dataset(
                 encoded,
                 source_tokenizer,
                 target_tokenizer,
                 batch_size=training.batch_size,
-                shuffle=shuffle,
-                seed=training.seed,
-                epochs=epochs,
+                shuffle=False,
                 drop_remainder=drop_remainder,
                 pad_to_bucket_boundary=fixed_shapes,
                 batch_tokens=training.batch_tokens,
@@ -164,27 +184,26 @@ class TranslationTask(Task):
         def validate(model, config):
             return translator(model, config).evaluate(valid_pairs)["bleu"].score
 
-        # Uneven pairs are left out of training only: the validation loss
-        # and BLEU are measured on the held-out pairs as they are.
-        train = encode(train_pairs, training.max_length_ratio or None)
-        filtered = filter_report(splits, train_pairs, train)
+        filtered = filter_report(splits, size, stream.size)
         return TaskData(
-            functools.partial(dataset, train, True),
-            dataset(encode(valid_pairs), shuffle=False) if valid_pairs else None,
+            stream.epochs,
+            validation_dataset(valid_pairs) if valid_pairs else None,
             {
                 "source_vocabulary_size": source_tokenizer.vocabulary_size,
                 "target_vocabulary_size": target_tokenizer.vocabulary_size,
             },
             {
-                "train_pairs": len(train_pairs),
+                "train_pairs": size,
                 "valid_pairs": len(valid_pairs),
                 "test_pairs": len(test_pairs),
                 **filtered,
+                # Learned, or reloaded by a resumed run.
+                "vocabulary_seconds": round(vocabulary_seconds, 1),
             },
             evaluate if test_pairs else None,
             validate if valid_pairs else None,
+            epoch_size=stream.size,
         )
-
 
     def test_metrics(self, translator, result, test_pairs):
         """The `test_*` entries of a run's metrics.json: the BLEU scores of
@@ -208,20 +227,46 @@ class TranslationTask(Task):
 TRANSLATION = TranslationTask()
 
 
-def filter_report(splits, train_pairs, encoded):
+def _training_split(train_pairs, training):
+    """`(pairs, size, sample)` of a training split for
+    `zoo.data.streaming.TrainingStream`: a function returning its stream of
+    pairs, its number of pairs, and the vocabularies' seeded sample of them.
+    A `CorpusScan` is streamed from its files; pairs in memory (the
+    synthetic corpus) from memory."""
+    from zoo.data import corpus_scan
+    from zoo.data import streaming
+    from zoo.data.sampling import reservoir_sample
+
+    if isinstance(train_pairs, corpus_scan.CorpusScan):
+        size = train_pairs.train_pairs
+        return (
+            functools.partial(streaming.corpus_pairs, train_pairs.files, size),
+            size,
+            train_pairs.sample,
+        )
+    sample = reservoir_sample(train_pairs, training.vocabulary_sample, seed=training.seed)
+    return functools.partial(streaming.memory_pairs, train_pairs), len(train_pairs), sample
+
+
+def filter_report(splits, train_pairs, epoch_size):
     """The metrics.json entries of what the training data's filtering left
-    out (`zoo.data.filtering.filter_metrics`), logged as one line: a warning
-    when pairs were left out, which the user may not expect."""
+    out (`zoo.data.filtering.filter_metrics`) from `train_pairs` pairs, as
+    an `EpochSize` counts them, logged as one line: a warning when pairs
+    were left out, which the user may not expect."""
     from zoo.data import filtering
 
     metrics = filtering.filter_metrics(
-        len(train_pairs),
-        encoded.left_out,
+        train_pairs,
+        epoch_size.left_out,
         pairs_read=getattr(splits, "pairs_read", None),
         blank_lines=getattr(splits, "blank_lines", 0),
     )
+    line = filtering.describe(metrics)
+    if epoch_size.estimated:
+        metrics["filter_counts_estimated"] = True
+        line += " (estimated from the vocabulary's sample)"
     left_out = sum(metrics[f"pairs_left_out_{reason}"] for reason in filtering.REASONS)
-    logger.log(logging.WARNING if left_out else logging.INFO, filtering.describe(metrics))
+    logger.log(logging.WARNING if left_out else logging.INFO, line)
     return metrics
 
 

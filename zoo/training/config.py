@@ -88,7 +88,8 @@ class TrainingConfig:
     data: str = setting(
         "synthetic",
         "training data: 'synthetic' (default for the small presets); for translation "
-        "'SOURCE,TARGET' aligned text files (.gz allowed) or a TSV file; for captioning "
+        "'SOURCE,TARGET' aligned text files (.gz allowed; globs of shards, quoted, as "
+        "'train.*.en.gz,train.*.de.gz') or a TSV file, read as a stream; for captioning "
         "'CAPTIONS,IMAGE_DIR[,SPLIT]' (Flickr token file or COCO .json)",
     )
     train_size: Optional[int] = setting(
@@ -141,6 +142,16 @@ class TrainingConfig:
         1_000_000,
         "learn the vocabularies from at most N training pairs (captions), a sample drawn "
         "with the run's seed; a smaller corpus is used whole",
+        least=1,
+        metavar="N",
+    )
+    # OpenNMT-py and eole shuffle a corpus in buckets of 262,144 examples
+    # (`bucket_size`): a window large enough to mix a corpus of several
+    # sources, small enough to hold on any machine.
+    shuffle_buffer: int = setting(
+        262_144,
+        "translation: shuffle the training pairs in windows of N pairs, a stream's only "
+        "memory that grows with N; a corpus no larger is shuffled whole",
         least=1,
         metavar="N",
     )

@@ -8,10 +8,10 @@ metrics).
 
 import logging
 import shutil
+import sys
 import time
 
 import keras
-import numpy as np
 
 from zoo import registry
 from zoo import runs
@@ -101,6 +101,7 @@ def train(
             `continue_run`), or one with other settings, or something else
             (without `overwrite`).
     """
+    called = time.monotonic()
     _check_run_options(overwrite, continue_run, checkpoint_every_steps)
     strategy = distributed.make_strategy(strategy)
     if mixed_precision == "auto":
@@ -111,6 +112,7 @@ def train(
     training = settle_config(preset_settings, task, config, settings)
     distributed.check_gradient_accumulation(strategy, training.gradient_accumulation_steps)
     splits = task.load_splits(training)
+    read_seconds = time.monotonic() - called
     equal_batches = _equal_batches(strategy, training)
     out, resuming, training = run_directory.open_run_directory(
         distributed.worker_run_directory(out, strategy), overwrite, preset, training, continue_run
@@ -145,6 +147,15 @@ def train(
         (checkpoint.epochs_done, checkpoint.steps_done) if checkpoint else (0, 0)
     )
     started = time.monotonic()
+    startup = {"reading the data": read_seconds}
+    if "vocabulary_seconds" in task_data.examples:
+        startup["vocabularies"] = task_data.examples["vocabulary_seconds"]
+    first_update = progress.FirstUpdate(
+        called,
+        startup,
+        # Where the step lines go: stdout, unless the run is silent.
+        stream=sys.stdout if verbose else None,
+    )
     history, epochs_ended = _fit_remaining(
         model,
         strategy,
@@ -158,19 +169,25 @@ def train(
         verbose,
         checkpoint_every_steps,
         continue_run,
+        first_update,
     )
     seconds = time.monotonic() - started
     epochs_run = epochs_ended - epochs_done - steps_done / batches_per_epoch
     metrics = {
         "train_seconds": round(seconds, 1),
         "target_tokens_per_second": round(
-            epochs_run * _count_target_tokens(task_data.train_data(None)) / seconds, 1
+            epochs_run * task_data.target_tokens_per_epoch / seconds, 1
         ),
         **task_data.examples,
         **distributed.describe(strategy, mixed_precision),
         **history,
         **task.speed_metrics(epochs_run, task_data, seconds),
     }
+    metrics["read_seconds"] = round(read_seconds, 1)
+    if first_update.seconds is not None:
+        metrics["first_update_seconds"] = round(first_update.seconds, 1)
+    if task_data.epoch_size_estimated:
+        metrics["epoch_size_estimated"] = True
     if checkpoint:
         metrics["resumed_from"] = checkpoint.name
     if epochs_ended < training.epochs:
@@ -233,7 +250,7 @@ def _equal_batches(strategy, training):
 
 
 def _batches_per_epoch(task_data, training, out, resuming):
-    batches = int(task_data.train_data(None).cardinality())
+    batches = task_data.batches_per_epoch
     if batches == 0:
         if not resuming:
             # A new run directory holds nothing worth keeping yet.
@@ -284,10 +301,6 @@ def _finish_run(model, out, training, continue_run, metrics, epochs_ended):
         metrics["averaged_checkpoints"] = averaged
 
 
-def _count_target_tokens(dataset):
-    return int(sum(np.count_nonzero(targets) for _, targets in dataset.as_numpy_iterator()))
-
-
 def _average_last_checkpoints(model, out, last):
     """Makes the finished run's weights, and `model`'s, the mean of its
     last `last` epoch checkpoints; returns their names ([] when `last` is 0)."""
@@ -334,7 +347,7 @@ def _epoch_callbacks(strategy, task_data, out, config, training, epochs_done):
 
 def _fit_remaining(
     model, strategy, task_data, out, config, training, batches_per_epoch, epochs_done, steps_done,
-    verbose, checkpoint_every_steps, continue_run,
+    verbose, checkpoint_every_steps, continue_run, first_update,
 ):
     """Fits the epochs (and the rest of an epoch) not done yet; none when
     the run had stopped early and is resumed, not continued.
@@ -345,36 +358,32 @@ def _fit_remaining(
         than `training.epochs` when it stopped early).
     """
     epochs = training.epochs
-    # Keras epochs have a fixed number of steps, so the rest of an epoch
-    # interrupted inside is a `fit` of its own, before the whole ones.
-    parts, last, epochs_ended = [], {}, epochs_done
-    if steps_done:
-        parts.append((epochs_done, steps_done))
-        epochs_done += 1
-    if epochs_done < epochs:
-        parts.append((epochs_done, 0))
-    for first_epoch, first_step in parts:
-        epoch_callbacks = _epoch_callbacks(strategy, task_data, out, config, training, first_epoch)
+    last, epochs_ended = {}, epochs_done
+    # One `fit` an epoch: a streamed epoch ends where its stream ends, which
+    # a count made from a sample may miss by a few batches; the first may
+    # be the rest of an epoch interrupted inside.
+    for epoch in range(epochs_done, epochs):
+        first_step = steps_done if epoch == epochs_done else 0
+        epoch_callbacks = _epoch_callbacks(strategy, task_data, out, config, training, epoch)
         # Killed after it stopped early, before it finished. A continued
         # run trains on: its epochs stop it if they don't improve on the best.
         if not continue_run and early_stopping.stopped_already(epoch_callbacks):
             break
-        last_epoch = first_epoch + 1 if first_step else epochs
-        train_data = task_data.train_data(range(first_epoch, last_epoch)).skip(first_step)
+        train_data = task_data.train_data(range(epoch, epoch + 1)).skip(first_step)
         fit_verbose, logging_callbacks = progress.fit_logging(
             verbose,
             epochs,
             first_step,
-            lambda: _count_target_tokens(task_data.train_data(None)) / batches_per_epoch,
+            lambda: task_data.target_tokens_per_epoch / batches_per_epoch,
+            steps_per_epoch=batches_per_epoch,
         )
         history = distributed.fit(
             model,
             train_data,
             strategy=strategy,
             validation_data=task_data.valid_data,
-            initial_epoch=first_epoch,
-            epochs=last_epoch,
-            steps_per_epoch=batches_per_epoch - first_step,
+            initial_epoch=epoch,
+            epochs=epoch + 1,
             verbose=fit_verbose,
             # The epoch's checkpoint last: it marks the epoch done, so a run
             # killed before it has written its history row, validation BLEU
@@ -383,6 +392,7 @@ def _fit_remaining(
                 *epoch_callbacks,
                 # After the validation BLEU, so that the epoch's line shows it.
                 *logging_callbacks,
+                first_update,
                 checkpoints.CheckpointCallback(
                     out / runs.CHECKPOINTS, checkpoint_every_steps, first_step
                 ),

@@ -19,7 +19,7 @@ import keras
 LOG_EVERY_STEPS = 100
 
 
-def fit_logging(verbose, epochs, first_step, tokens_per_step, stream=None):
+def fit_logging(verbose, epochs, first_step, tokens_per_step, stream=None, steps_per_epoch=None):
     """The verbosity and the callbacks that a `fit` of one part of a run
     gets, so that it prints what `verbose` asks.
 
@@ -32,6 +32,9 @@ def fit_logging(verbose, epochs, first_step, tokens_per_step, stream=None):
         tokens_per_step: a function returning the mean target tokens of a
             batch; called only for log lines (verbose 2).
         stream: where Keras prints (stdout by default).
+        steps_per_epoch: the epoch's steps as counted before training
+            (`TaskData.batches_per_epoch`), shown as "~N" where the data
+            does not know its own (a stream whose size is estimated).
 
     Returns:
         `(verbose, callbacks)` for `fit`.
@@ -42,7 +45,10 @@ def fit_logging(verbose, epochs, first_step, tokens_per_step, stream=None):
     callbacks = [RunProgbarLogger(epochs)]
     if verbose == 2:
         callbacks.append(
-            StepLog(epochs, first_step, tokens_per_step(), every=LOG_EVERY_STEPS, stream=stream)
+            StepLog(
+                epochs, first_step, tokens_per_step(), every=LOG_EVERY_STEPS, stream=stream,
+                steps_per_epoch=steps_per_epoch,
+            )
         )
     return verbose, callbacks
 
@@ -75,11 +81,13 @@ class StepLog(keras.callbacks.Callback):
         every: steps between two lines.
         stream: where to write.
         clock: a function returning seconds (a test can pass its own).
+        steps_per_epoch: shown as "~N" when `fit` does not know the
+            epoch's steps.
     """
 
     def __init__(
         self, epochs, first_step, tokens_per_step, every=LOG_EVERY_STEPS, stream=None,
-        clock=time.monotonic,
+        clock=time.monotonic, steps_per_epoch=None,
     ):
         super().__init__()
         self.epochs = epochs
@@ -88,6 +96,7 @@ class StepLog(keras.callbacks.Callback):
         self.every = every
         self.stream = stream or sys.stdout
         self.clock = clock
+        self.steps_per_epoch = steps_per_epoch
 
     def on_train_begin(self, logs=None):
         self._start = self.clock()
@@ -108,7 +117,8 @@ class StepLog(keras.callbacks.Callback):
         tokens = (step - self._last_step) * self.tokens_per_step
         rate = tokens / max(now - self._last, 1e-9)
         self._last, self._last_step = now, step
-        total = self._offset + self.params["steps"]
+        known = self.params.get("steps")
+        total = self._offset + known if known else f"~{self.steps_per_epoch or '?'}"
         elapsed = datetime.timedelta(seconds=round(now - self._start))
         loss = float((logs or {}).get("loss", float("nan")))
         self.stream.write(
@@ -116,3 +126,30 @@ class StepLog(keras.callbacks.Callback):
             f"{rate:.0f} tokens/s, {elapsed} elapsed\n"
         )
         self.stream.flush()
+
+
+class FirstUpdate(keras.callbacks.Callback):
+    """The seconds from `since` (a `time.monotonic()` reading taken when
+    the training was called) to the end of its first step: what reading a
+    corpus, learning its vocabularies and compiling the step cost before
+    training starts (metrics.json's `first_update_seconds`).
+
+    With a `stream`, it also prints them there in one line, with `parts`
+    ({what: seconds}, e.g. the corpus's reading) inside it.
+    """
+
+    def __init__(self, since, parts=None, stream=None):
+        super().__init__()
+        self.since = since
+        self.parts = parts or {}
+        self.stream = stream
+        self.seconds = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.seconds is not None:
+            return
+        self.seconds = time.monotonic() - self.since
+        if self.stream is not None:
+            parts = ", ".join(f"{what} {seconds:.1f} s" for what, seconds in self.parts.items())
+            self.stream.write(f"first update {self.seconds:.1f} s after the start ({parts})\n")
+            self.stream.flush()

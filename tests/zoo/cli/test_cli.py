@@ -42,6 +42,10 @@ def test_unknown_preset_is_one_line(capsys):
             ["train", "rnnsearch_multi30k", "--data", "RUN/no.en.gz,RUN/no.de.gz"],
             ["no.en.gz: no such file"],
         ),
+        (
+            ["train", "rnnsearch_multi30k", "--data", "RUN/x.*.en.gz,RUN/x.*.de.gz"],
+            ["x.*.en.gz: no file matches"],
+        ),
     ],
 )
 def test_argument_mistakes_are_refused_before_keras_loads(tmp_path, argv, words):
@@ -419,3 +423,19 @@ def test_plot_that_cannot_be_written_is_one_line(capsys, tiny_run, tmp_path, whe
     code, out, err = run_cli(capsys, "translate", str(tiny_run), "a cat.", "--plot", str(plot))
     assert_one_line_error(code, err, *words)
     assert out == "", "it translated before refusing the plot path"
+
+
+@pytest.mark.backend_independent
+def test_a_broken_line_deep_in_a_corpus_stops_train_before_the_run_is_written(tmp_path, capsys):
+    lines = [f"sentence number {i}" for i in range(2000)]
+    (tmp_path / "train.en").write_text("\n".join(lines) + "\n")
+    broken = "\n".join(lines).encode().replace(b"number 1733", b"number \xe91733")
+    (tmp_path / "train.de").write_bytes(broken + b"\n")
+    out = tmp_path / "run"
+    code, _, err = run_cli(
+        capsys, "train", "rnnsearch_multi30k", "--data",
+        f"{tmp_path}/train.en,{tmp_path}/train.de", "--out", str(out),
+    )
+    assert_one_line_error(code, err, f"{tmp_path}/train.de:1734: not valid UTF-8")
+    assert not out.exists()
+

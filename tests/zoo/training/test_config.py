@@ -144,6 +144,7 @@ def test_a_config_round_trips_through_its_dict():
         ({"max_length_ratio": -1}, "max_length_ratio must be a finite number >= 0"),
         ({"max_length_ratio": 0.5}, "would leave out every pair"),
         ({"vocabulary_sample": 0}, "vocabulary_sample must be an int >= 1; received 0"),
+        ({"shuffle_buffer": 0}, "shuffle_buffer must be an int >= 1; received 0"),
         ({"batch_tokens": 0}, "batch_tokens must be an int >= 1; received 0"),
         ({"batch_tokens": 40}, "batch_tokens 40 cannot hold a pair of max_length 80 tokens"),
     ],

@@ -1,6 +1,7 @@
 """Checkpoints and resuming: a killed training restarts where it stopped;
 and a training repeated with the same settings ends with the same weights."""
 
+import gzip
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ from cli_checks import assert_one_line_error
 from cli_checks import run_cli
 
 import zoo
+import zoo.data
 from zoo import registry
 from zoo.training import checkpoints
 from zoo.training import loop as training
@@ -112,11 +114,11 @@ TRAIN_IN_A_CHILD = (
 )
 
 
-def train_until_killed(out, killed_once):
-    """Trains `KILLABLE` in a child process and SIGKILLs it as soon as
+def train_until_killed(out, killed_once, settings=KILLABLE):
+    """Trains `settings` in a child process and SIGKILLs it as soon as
     `killed_once(out)` is true; fails if the child ended by itself."""
     process = subprocess.Popen(
-        [sys.executable, "-c", TRAIN_IN_A_CHILD.format(settings=KILLABLE), str(out)],
+        [sys.executable, "-c", TRAIN_IN_A_CHILD.format(settings=settings), str(out)],
         env=dict(os.environ, KERAS_BACKEND="tensorflow"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -180,6 +182,45 @@ def test_a_run_killed_and_resumed_ends_bit_for_bit_as_an_uninterrupted_one(
     assert [line.split(",")[0] for line in history.splitlines()] == ["epoch", "0", "1"]
     # Step checkpoints are gone once their epoch's checkpoint is written.
     assert checkpoint_names(out) == ["epoch-01", "epoch-02"]
+
+
+@pytest.fixture(scope="module")
+def streamed_settings(tmp_path_factory):
+    """`KILLABLE` on a corpus of two gzip shard pairs: streamed in windows
+    of 24 pairs, its epoch's size estimated from a sample of 40."""
+    folder = tmp_path_factory.mktemp("corpus")
+    pairs = zoo.data.synthetic_corpus(84, seed=1)
+    for shard, part in enumerate((pairs[:40], pairs[40:])):
+        for side, name in ((0, "src"), (1, "tgt")):
+            text = "".join(f"{pair[side]}\n" for pair in part)
+            (folder / f"train.{shard}.{name}.gz").write_bytes(gzip.compress(text.encode()))
+    corpus = f"{folder}/train.*.src.gz,{folder}/train.*.tgt.gz"
+    return dict(
+        KILLABLE, data=corpus, train_size=None, valid_size=8, tokenizer="wordpiece",
+        vocabulary_size=60, shuffle_buffer=24, vocabulary_sample=40,
+    )
+
+
+def test_a_streamed_run_killed_inside_an_epoch_resumes_bit_for_bit(tmp_path, streamed_settings):
+    whole = training.train("rnnsearch_small", tmp_path / "whole", **streamed_settings)
+    metrics = json.loads((whole / "metrics.json").read_text())
+    assert metrics["epoch_size_estimated"] and metrics["filter_counts_estimated"]
+    # What the start of a run cost, each part within the whole.
+    assert 0 <= metrics["read_seconds"] <= metrics["first_update_seconds"]
+    assert 0 <= metrics["vocabulary_seconds"] <= metrics["first_update_seconds"]
+
+    out = tmp_path / "run"
+    step_checkpoint = out / "checkpoints" / "epoch-02-step-000002.json"
+    train_until_killed(out, lambda out: step_checkpoint.exists(), streamed_settings)
+    assert "epoch-02" not in checkpoint_names(out), "killed too late"
+    out = training.train("rnnsearch_small", out, **streamed_settings)
+
+    assert json.loads((out / "metrics.json").read_text())["resumed_from"].startswith("epoch-02-step")
+    for expected, actual in zip(
+        zoo.load(whole).model.get_weights(), zoo.load(out).model.get_weights(), strict=True
+    ):
+        np.testing.assert_array_equal(actual, expected)
+    assert (out / "history.csv").read_text() == (whole / "history.csv").read_text()
 
 
 def test_training_killed_mid_epoch_resumes_and_runs_only_the_remaining_epochs(

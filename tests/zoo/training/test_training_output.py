@@ -54,6 +54,9 @@ def test_a_log_file_gets_plain_lines_and_a_resumed_run_counts_epochs_out_of_all(
     training.train("tiny_run", out, checkpoint_every_steps=1, evaluate_test=False)
     resumed = capsys.readouterr().out  # capsys' stdout is no terminal
     assert not set("\b\r\x1b") & set(resumed), "control characters in a log file"
+    first_update = re.findall(r"^first update (\S+) s after the start \((.*)\)$", resumed, re.M)
+    assert len(first_update) == 1, resumed
+    assert re.fullmatch(r"reading the data \S+ s, vocabularies \S+ s", first_update[0][1])
     # The rest of epoch 1 (from its step 2), then epoch 2: each out of 2,
     # steps counted within the whole epoch, and a line every 2 of them.
     assert re.findall(r"^Epoch \d/\d$", resumed, re.MULTILINE) == ["Epoch 1/2", "Epoch 2/2"]
@@ -80,3 +83,16 @@ def test_a_terminal_gets_keras_progress_bar_and_a_log_file_the_lines():
     assert verbose == 2 and [type(c) for c in callbacks] == [
         progress.RunProgbarLogger, progress.StepLog
     ]
+
+
+def test_a_step_line_of_an_epoch_of_unknown_length_shows_the_count_made_before():
+    stream = io.StringIO()
+    log = progress.StepLog(
+        3, 0, 10.0, every=2, stream=stream, clock=iter(range(100)).__next__, steps_per_epoch=41
+    )
+    log.set_params({"steps": None})  # a stream whose size was estimated
+    log.on_train_begin()
+    log.on_epoch_begin(0)
+    for batch in range(2):
+        log.on_train_batch_end(batch, {"loss": 1.0})
+    assert stream.getvalue().startswith("epoch 1/3, step 2/~41, loss 1.0000, ")
