@@ -16,9 +16,9 @@ that is not UTF-8, of a tab-separated line without its columns, or of two
 aligned shards whose line counts differ; so a broken line deep in a corpus
 stops `zoo train` before anything is written, not hours into training.
 
-A pair is blank when a side is empty once ASCII white space is stripped:
-the same test as the stream's (`tf.strings.strip`), so that both count the
-same pairs.
+A pair is blank when a side is empty once ASCII white space is stripped
+(`bytes.strip`): the same test as the stream's (`tf.strings.strip`), so
+that both count the same pairs.
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ import zlib
 
 from zoo.data import readers
 from zoo.data.readers import CorpusError
-from zoo.data.sampling import reservoir_sample
+from zoo.data.sampling import Reservoir
 
-# What `tf.strings.strip` strips, so that the pass and the stream agree on
-# which pairs are blank.
-ASCII_WHITESPACE = " \t\n\r\f\v"
-BYTE_ORDER_MARK = "\ufeff"
+# A byte order mark starting a line is dropped, as the stream drops it.
+BYTE_ORDER_MARK = "\ufeff".encode()
+# Lines read and checked at a time.
+BLOCK_LINES = 65536
 
 
 @dataclasses.dataclass
@@ -128,124 +128,119 @@ def scan_corpus(spec, *, valid_size, train_size=None, sample_size, seed=0):
             too few columns, or aligned shards of different lengths.
     """
     files = corpus_files(spec)
-    tail = collections.deque(maxlen=max(valid_size, 1))
-    after_train = []  # the pairs after the first train_size, when it is set
-    positions = _positions(_pairs(files), tail, after_train, train_size, valid_size)
-    counts = {"read": 0, "blank": 0}
     # The validation pairs are known only at the end: the reservoir holds
     # room for them, and what is left of it is cut to the sample's size.
-    sampled = reservoir_sample(
-        _counted(positions, counts, train_size), sample_size + valid_size, seed=seed
-    )
-    kept = counts["read"] - counts["blank"]
-    valid_count = min(valid_size, kept // 10)
-    if train_size and kept >= train_size + valid_count:
+    reservoir = Reservoir(sample_size + valid_size, seed)
+    tail = collections.deque(maxlen=valid_size)
+    after_train = []  # the pairs after the first train_size, when it is set
+    sampled_below = train_size if train_size is not None else float("inf")
+    read = blank = position = 0
+    # One loop over every pair of the corpus, on bytes: what it does a pair
+    # is what the pass costs.
+    for source, target in _pairs(files):
+        read += 1
+        source = source.removeprefix(BYTE_ORDER_MARK).strip()
+        target = target.removeprefix(BYTE_ORDER_MARK).strip()
+        if not source or not target:
+            blank += 1
+            continue
+        pair = (source, target)
+        tail.append(pair)
+        if sampled_below <= position < sampled_below + valid_size:
+            after_train.append(pair)
+        if position < sampled_below:
+            reservoir.offer(position, (position, pair))
+        position += 1
+    valid_count = min(valid_size, position // 10)
+    if train_size and position >= train_size + valid_count:
         train_pairs, valid = train_size, after_train[:valid_count]
     else:
-        train_pairs = kept - valid_count
+        train_pairs = position - valid_count
         valid = list(tail)[len(tail) - valid_count :] if valid_count else []
-    sample = [pair for position, pair in sampled if position < train_pairs]
+    sample = [pair for index, pair in reservoir.items() if index < train_pairs]
     if len(sample) > sample_size:
         kept = random.Random(seed).sample(range(len(sample)), sample_size)
         sample = [sample[index] for index in sorted(kept)]
-    return CorpusScan(files, counts["read"], counts["blank"], train_pairs, valid, sample)
+    return CorpusScan(files, read, blank, train_pairs, _decoded(valid), _decoded(sample))
 
 
-def _counted(positions, counts, train_size):
-    """The `(position, pair)` items a sample may draw: the pairs before
-    `train_size` (all with none), counting every pair read."""
-    for position, pair in positions:
-        counts["read"] += 1
-        if pair is None:
-            counts["blank"] += 1
-        elif train_size is None or position < train_size:
-            yield position, pair
-
-
-def _positions(pairs, tail, after_train, train_size, valid_size):
-    """`(position among the pairs that are not blank, pair)` of every pair,
-    `pair` None for a blank one; keeps the last `valid_size` pairs in
-    `tail` and, with `train_size`, the `valid_size` after it in
-    `after_train`."""
-    position = 0
-    for pair in pairs:
-        if pair is None:
-            yield position, None
-            continue
-        if valid_size:
-            tail.append(pair)
-            if train_size is not None and train_size <= position < train_size + valid_size:
-                after_train.append(pair)
-        yield position, pair
-        position += 1
+def _decoded(pairs):
+    return [(source.decode(), target.decode()) for source, target in pairs]
 
 
 def _pairs(files):
-    """Every pair of the shards in order: `(source, target)` stripped, or
-    None for a blank one."""
+    """Every `(source, target)` line pair of the shards in order, as bytes
+    (checked UTF-8) without the newline."""
     for source_path, target_path in files:
         if target_path is None:
-            pairs = _tsv_pairs(source_path)
+            yield from _tsv_pairs(source_path)
         else:
-            pairs = _aligned_pairs(source_path, target_path)
-        for source, target in pairs:
-            source = source.strip(ASCII_WHITESPACE)
-            target = target.strip(ASCII_WHITESPACE)
-            yield (source, target) if source and target else None
+            yield from _aligned_pairs(source_path, target_path)
 
 
 def _aligned_pairs(source_path, target_path):
-    lines = itertools.zip_longest(_lines(source_path), _lines(target_path))
+    sources, targets = _blocks(source_path), _blocks(target_path)
     counts = [0, 0]
-    for source, target in lines:
-        counts = [counts[0] + (source is not None), counts[1] + (target is not None)]
-        if source is None or target is None:
-            # The shorter file ended: count the rest of the longer for the message.
-            for source, target in lines:
-                counts = [counts[0] + (source is not None), counts[1] + (target is not None)]
+    for source_block, target_block in itertools.zip_longest(sources, targets, fillvalue=[]):
+        counts[0] += len(source_block)
+        counts[1] += len(target_block)
+        if counts[0] != counts[1]:
+            counts[0] += sum(len(block) for block in sources)
+            counts[1] += sum(len(block) for block in targets)
             raise CorpusError(
                 f"{source_path} has {counts[0]} lines but {target_path} has "
                 f"{counts[1]}; aligned files need one sentence a line in both."
             )
-        yield source, target
+        yield from zip(source_block, target_block)
 
 
 def _tsv_pairs(path):
-    for number, line in enumerate(_lines(path), start=1):
-        if not line.strip(ASCII_WHITESPACE):
-            yield "", ""
-            continue
-        columns = line.split("\t")
-        if len(columns) < 2:
-            raise CorpusError(
-                f"{path}:{number}: no tab; a tab-separated corpus has "
-                "'source<TAB>target' a line (for two aligned files, give 'SOURCE,TARGET')."
-            )
-        yield columns[0], columns[1]
+    number = 0
+    for block in _blocks(path):
+        for number, line in enumerate(block, start=number + 1):
+            if not line.strip():
+                yield b"", b""
+                continue
+            columns = line.split(b"\t", 2)
+            if len(columns) < 2:
+                raise CorpusError(
+                    f"{path}:{number}: no tab; a tab-separated corpus has "
+                    "'source<TAB>target' a line (for two aligned files, give 'SOURCE,TARGET')."
+                )
+            yield columns[0], columns[1]
 
 
-def _lines(path):
-    """The decoded lines of a file (gzip where the name ends in .gz), read a
-    line at a time: only "\\n" ends a line, as in `tf.data.TextLineDataset`,
-    and a byte order mark that starts a line is dropped, as the stream drops it."""
+def _blocks(path):
+    """The lines of a file (gzip where the name ends in .gz), in blocks of
+    `BLOCK_LINES`, as bytes without the newline, each block checked to be
+    UTF-8. Only "\\n" ends a line, as in `tf.data.TextLineDataset`."""
     opener = gzip.open if path.endswith(".gz") else open
     number = 0
     try:
         with opener(path, "rb") as file:
-            for number, raw in enumerate(file, start=1):
-                yield _decoded(path, number, raw)
+            while block := list(itertools.islice(file, BLOCK_LINES)):
+                _check_utf8(path, number, block)
+                number += len(block)
+                yield [line.removesuffix(b"\n") for line in block]
     except (OSError, EOFError, zlib.error) as error:
         raise CorpusError(f"{path}: cannot be read after line {number} ({error}).") from None
     if number == 0:
         raise CorpusError(f"{path}: the file is empty.")
 
 
-def _decoded(path, number, raw):
+def _check_utf8(path, lines_before, block):
+    """A `CorpusError` naming the file and line of the block's first line
+    that is not UTF-8 (one decoding of the whole block when all are)."""
     try:
-        line = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise CorpusError(
-            f"{path}:{number}: not valid UTF-8 "
-            f"(byte {raw[error.start]:#04x}, byte {error.start + 1} of the line)."
-        ) from None
-    return line.removesuffix("\n").removeprefix(BYTE_ORDER_MARK)
+        b"".join(block).decode("utf-8")
+        return
+    except UnicodeDecodeError:
+        pass
+    for number, raw in enumerate(block, start=lines_before + 1):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise CorpusError(
+                f"{path}:{number}: not valid UTF-8 "
+                f"(byte {raw[error.start]:#04x}, byte {error.start + 1} of the line)."
+            ) from None

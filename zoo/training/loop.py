@@ -125,6 +125,8 @@ def train(
         drop_remainder=equal_batches,
         fixed_shapes=jit and keras.backend.backend() == "tensorflow",
     )
+    # A corpus's vocabulary sample is in the splits: not kept while training.
+    del splits
     batches_per_epoch = _batches_per_epoch(task_data, training, out, resuming)
     run_config = {
         "preset": preset,

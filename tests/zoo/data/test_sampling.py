@@ -62,3 +62,14 @@ def test_vocabularies_learn_from_the_seeded_sample_only(tmp_path, kind):
     assert again["target"].vocabulary == learned["target"].vocabulary
     other = learn(seed=2, run="other")
     assert other["source"].vocabulary != learned["source"].vocabulary
+
+
+def test_every_item_is_as_likely_to_be_kept():
+    # 2,000 seeded samples of 5 of 40 items: each item is kept 250 times
+    # in expectation (a standard deviation of 14.8); none strays past 5.
+    counts = [0] * 40
+    for seed in range(2000):
+        for item in reservoir_sample(range(40), 5, seed=seed):
+            counts[item] += 1
+    assert all(abs(count - 250) < 5 * 14.8 for count in counts), counts
+    assert sum(counts) == 2000 * 5
