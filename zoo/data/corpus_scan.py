@@ -53,6 +53,8 @@ class CorpusScan:
         blank_lines: int, the pairs with a blank side, which are skipped.
         train_pairs: int, the training split's pairs: the first this many
             pairs that are not blank.
+        train_lines: int, the corpus's lines (pairs, blank ones included)
+            up to the end of the training split.
         valid: list of `(source, target)` str pairs, the held-out
             validation split (`zoo.tasks.base.hold_out_validation`'s rule).
         sample: list of `(source, target)`: at most `sample_size` training
@@ -64,6 +66,7 @@ class CorpusScan:
     pairs_read: int
     blank_lines: int
     train_pairs: int
+    train_lines: int
     valid: list
     sample: list
 
@@ -132,7 +135,7 @@ def scan_corpus(spec, *, valid_size, train_size=None, sample_size, seed=0):
     # room for them, and what is left of it is cut to the sample's size.
     reservoir = Reservoir(sample_size + valid_size, seed)
     tail = collections.deque(maxlen=valid_size)
-    after_train = []  # the pairs after the first train_size, when it is set
+    after_train = []  # the pairs from the train_size-th on, when it is set
     sampled_below = train_size if train_size is not None else float("inf")
     read = blank = position = 0
     # One loop over every pair of the corpus, on bytes: what it does a pair
@@ -145,23 +148,29 @@ def scan_corpus(spec, *, valid_size, train_size=None, sample_size, seed=0):
             blank += 1
             continue
         pair = (source, target)
-        tail.append(pair)
-        if sampled_below <= position < sampled_below + valid_size:
-            after_train.append(pair)
+        # With the line it starts at (counting from 0), where the training
+        # lines end if it is the first pair held out.
+        tail.append((read - 1, pair))
+        if sampled_below <= position < sampled_below + valid_size + 1:
+            after_train.append((read - 1, pair))
         if position < sampled_below:
             reservoir.offer(position, (position, pair))
         position += 1
     valid_count = min(valid_size, position // 10)
     if train_size and position >= train_size + valid_count:
-        train_pairs, valid = train_size, after_train[:valid_count]
+        train_pairs, held_out = train_size, after_train[: valid_count + 1]
     else:
         train_pairs = position - valid_count
-        valid = list(tail)[len(tail) - valid_count :] if valid_count else []
+        held_out = list(tail)[len(tail) - valid_count :] if valid_count else []
+    train_lines = held_out[0][0] if held_out else read
+    valid = [pair for _, pair in held_out[:valid_count]]
     sample = [pair for index, pair in reservoir.items() if index < train_pairs]
     if len(sample) > sample_size:
         kept = random.Random(seed).sample(range(len(sample)), sample_size)
         sample = [sample[index] for index in sorted(kept)]
-    return CorpusScan(files, read, blank, train_pairs, _decoded(valid), _decoded(sample))
+    return CorpusScan(
+        files, read, blank, train_pairs, train_lines, _decoded(valid), _decoded(sample)
+    )
 
 
 def _decoded(pairs):

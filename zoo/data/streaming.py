@@ -8,14 +8,14 @@ being filled, and the sample the vocabularies learned from.
 An epoch is one pass over the training pairs, in file order:
 
 1. the lines of each shard pair (`tf.data.TextLineDataset`, gzip where
-   the name ends in .gz), stripped, blank pairs skipped, the first
-   `train_pairs` taken (`zoo.data.corpus_scan` counted them);
-2. tokenized in batches with the run's tokenizers;
+   the name ends in .gz) up to the training split's end
+   (`zoo.data.corpus_scan` found it), in blocks of 1,024;
+2. each block stripped and tokenized with the run's tokenizers;
 3. filtered as `zoo.data.filtering` filters (a blank side, too long, too
    uneven);
-4. shuffled window by window: the i-th window of `shuffle_buffer` pairs
-   in a stateless shuffle seeded with `(seed, epoch)` (folded with i past
-   the first window). So epoch e's order depends on nothing but the seed
+4. shuffled window by window: the i-th window of `shuffle_buffer` lines
+   (rounded up to whole blocks) in a stateless shuffle seeded with
+   `(seed, epoch)` (folded with i past the first window). So epoch e's order depends on nothing but the seed
    and e: a resumed run rebuilds the epoch it stopped in and skips the
    batches it did, and ends with the weights of an uninterrupted run. A
    split no larger than one window is shuffled exactly as
@@ -72,20 +72,21 @@ class EpochSize:
     estimated: bool
 
 
-def corpus_pairs(files, train_pairs):
-    """A `tf.data.Dataset` of the first `train_pairs` non-blank `(source,
-    target)` string pairs of the shard pairs `files`
-    (`zoo.data.corpus_scan.corpus_files`), stripped as the scan strips them."""
+def corpus_pairs(files, train_lines):
+    """A `tf.data.Dataset` of the `(source, target)` string lines of the
+    shard pairs `files` (`zoo.data.corpus_scan.corpus_files`), up to the
+    end of the training split (`CorpusScan.train_lines`); blank pairs are
+    left in, for the stream's filter."""
     shards = [_shard_pairs(source, target) for source, target in files]
     pairs = functools.reduce(lambda first, second: first.concatenate(second), shards)
-    return _without_blanks(pairs).take(train_pairs)
+    return pairs.take(train_lines)
 
 
 def memory_pairs(pairs):
     """`corpus_pairs` of pairs in memory (a list of `(source, target)` str)."""
     sources = tf.constant([str(source) for source, _ in pairs], tf.string, shape=[len(pairs)])
     targets = tf.constant([str(target) for _, target in pairs], tf.string, shape=[len(pairs)])
-    return _without_blanks(tf.data.Dataset.from_tensor_slices((sources, targets)))
+    return tf.data.Dataset.from_tensor_slices((sources, targets))
 
 
 def _lines(path):
@@ -105,19 +106,10 @@ def _shard_pairs(source_path, target_path):
     return tf.data.Dataset.zip((_lines(source_path), _lines(target_path)))
 
 
-def _without_blanks(pairs):
-    def stripped(source, target):
-        return tuple(
-            tf.strings.strip(tf.strings.regex_replace(side, f"^{_FOLDED}", ""))
-            for side in (source, target)
-        )
-
-    pairs = pairs.map(stripped)
-    return pairs.filter(
-        lambda source, target: tf.logical_and(
-            tf.strings.length(source) > 0, tf.strings.length(target) > 0
-        )
-    )
+def _stripped(text):
+    """As the scan strips a line: a byte order mark that starts it, then
+    ASCII white space."""
+    return tf.strings.strip(tf.strings.regex_replace(text, f"^{_FOLDED}", ""))
 
 
 def keeps_pair(source_length, target_length, max_source_length, max_target_length, ratio):
@@ -210,17 +202,15 @@ class TrainingStream:
     def epoch(self, epoch):
         """The batches of epoch `epoch` (an int): a `tf.data.Dataset` of
         `({"source": [B, S], "target_in": [B, T]}, target_out [B, T])`."""
-        source_tokenizer, target_tokenizer = self._tokenizers
-        rows = self._pairs().batch(TOKENIZE_BATCH).map(
-            lambda source, target: (
-                source_tokenizer.tokenize(source),
-                target_tokenizer.tokenize(target),
-            ),
-            num_parallel_calls=tf.data.AUTOTUNE,
-        ).unbatch()
-        rows = rows.filter(self._keeps)
+        # Every step up to the shuffle works on blocks of lines, vectorized:
+        # a tf.data op an element costs more than tokenizing it.
+        block = min(TOKENIZE_BATCH, self._shuffle_buffer)
+        rows = self._pairs().batch(block).map(self._encoded, num_parallel_calls=tf.data.AUTOTUNE)
         if self._shuffle:
-            rows = _window_shuffled(rows, self._shuffle_buffer, self._seed, epoch)
+            blocks = -(-self._shuffle_buffer // block)
+            rows = _window_shuffled(rows, blocks, self._seed, epoch)
+        else:
+            rows = rows.unbatch()
         batches = pipeline.bucketed_batches(
             rows, self.boundaries, self.batch_sizes, self._drop_remainder, self._pad
         )
@@ -239,22 +229,30 @@ class TrainingStream:
         datasets = [self.epoch(number) for number in numbers]
         return functools.reduce(lambda first, second: first.concatenate(second), datasets)
 
-    def _keeps(self, source, target):
-        keep = keeps_pair(tf.shape(source)[0], tf.shape(target)[0], *self._limits)
+    def _encoded(self, source, target):
+        """A block of lines tokenized, the pairs the filter refuses left out:
+        `(source ids, target ids)`, ragged `[pairs, None]`."""
+        source_tokenizer, target_tokenizer = self._tokenizers
+        source = source_tokenizer.tokenize(_stripped(source))
+        target = target_tokenizer.tokenize(_stripped(target))
+        source_lengths, target_lengths = source.row_lengths(), target.row_lengths()
+        # A blank line has no tokens: the filter's "blank" leaves it out.
+        keep = keeps_pair(source_lengths, target_lengths, *self._limits)
         if self._pad:
             # A pair longer than the sample's longest has no bucket whose
             # boundary it can be padded to (none when the sample is whole).
-            length = tf.maximum(tf.shape(source)[0], tf.shape(target)[0] + 1)
+            length = tf.maximum(source_lengths, target_lengths + 1)
             keep = tf.logical_and(keep, length < self.boundaries[-1])
-        return keep
+        return tf.ragged.boolean_mask(source, keep), tf.ragged.boolean_mask(target, keep)
 
 
-def _window_shuffled(rows, buffer, seed, epoch):
-    """`rows` shuffled window by window (see the module docstring, step 4)."""
+def _window_shuffled(blocks, window, seed, epoch):
+    """The rows of `blocks` (ragged blocks of rows) shuffled `window` blocks
+    at a time (see the module docstring, step 4)."""
     first_seed = tf.constant([seed, epoch], tf.int64)
 
-    def shuffled(index, window):
-        source, target = window
+    def shuffled(index, rows):
+        source, target = (side.merge_dims(0, 1) for side in rows)
         window_seed = tf.where(
             index == 0,
             first_seed,
@@ -267,7 +265,7 @@ def _window_shuffled(rows, buffer, seed, epoch):
             (tf.gather(source, order), tf.gather(target, order))
         )
 
-    return rows.ragged_batch(buffer).enumerate().flat_map(shuffled)
+    return blocks.ragged_batch(window).enumerate().flat_map(shuffled)
 
 
 def _epoch_size(encoded, train_pairs, sampled, boundaries, batch_sizes, drop_remainder):

@@ -240,7 +240,9 @@ def _training_split(train_pairs, training):
     if isinstance(train_pairs, corpus_scan.CorpusScan):
         size = train_pairs.train_pairs
         return (
-            functools.partial(streaming.corpus_pairs, train_pairs.files, size),
+            functools.partial(
+                streaming.corpus_pairs, train_pairs.files, train_pairs.train_lines
+            ),
             size,
             train_pairs.sample,
         )

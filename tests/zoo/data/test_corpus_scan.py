@@ -51,6 +51,11 @@ def test_the_hold_out_is_the_in_memory_one(tmp_path, train_size, valid_size):
     assert scan.valid == valid
     assert scan.train_pairs == len(train)
     assert scan.sample == train and scan.sample_is_whole
+    # The lines up to the first pair held out (or past the training pairs).
+    first_out = PAIRS.index(valid[0]) if valid else (
+        PAIRS.index(read.pairs[len(train)]) if len(train) < len(read.pairs) else len(PAIRS)
+    )
+    assert scan.train_lines == first_out
     assert (scan.pairs_read, scan.blank_lines) == (120, 2)
     assert [path.split("/")[-1] for path, _ in scan.files] == [
         "train.0.src.gz", "train.1.src.gz", "train.2.src.gz"

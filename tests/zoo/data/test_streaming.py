@@ -41,7 +41,7 @@ def two_shards(tmp_path):
 
 def stream(scan, tokenizers, sample=None, **options):
     return streaming.TrainingStream(
-        functools.partial(streaming.corpus_pairs, scan.files, scan.train_pairs),
+        functools.partial(streaming.corpus_pairs, scan.files, scan.train_lines),
         scan.train_pairs,
         scan.sample if sample is None else sample,
         *tokenizers,
