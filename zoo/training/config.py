@@ -138,8 +138,11 @@ class TrainingConfig:
         least=0,
         metavar="R",
     )
+    # Bounds what a corpus of any size costs before training: SentencePiece's
+    # memory and time grow with the text it learns from, and the epoch's size
+    # is counted on the sample (docs/performance.md, "A corpus of any size").
     vocabulary_sample: int = setting(
-        1_000_000,
+        100_000,
         "learn the vocabularies from at most N training pairs (captions), a sample drawn "
         "with the run's seed; a smaller corpus is used whole",
         least=1,
