@@ -17,7 +17,7 @@ class TaskData:
 
     def __init__(
         self, train_data, valid_data, vocabularies, examples, evaluate, validate=None,
-        epoch_size=None,
+        epoch_size=None, vocabulary_seconds=None,
     ):
         # epochs (a range, or None for one) -> tf.data of ({inputs}, target_out)
         # batches; see `zoo.data.pipeline.epoch_batches`.
@@ -29,6 +29,8 @@ class TaskData:
         # (model, config) -> the validation split's greedy BLEU, or None.
         self.validate = validate
         self._epoch_size = epoch_size
+        # How long the vocabularies took (learned or reloaded), or None.
+        self.vocabulary_seconds = vocabulary_seconds
 
     @property
     def batches_per_epoch(self):

@@ -197,12 +197,12 @@ class TranslationTask(Task):
                 "valid_pairs": len(valid_pairs),
                 "test_pairs": len(test_pairs),
                 **filtered,
-                # Learned, or reloaded by a resumed run.
-                "vocabulary_seconds": round(vocabulary_seconds, 1),
             },
             evaluate if test_pairs else None,
             validate if valid_pairs else None,
             epoch_size=stream.size,
+            # Learned, or reloaded by a resumed run.
+            vocabulary_seconds=vocabulary_seconds,
         )
 
     def test_metrics(self, translator, result, test_pairs):

@@ -150,8 +150,8 @@ def train(
     )
     started = time.monotonic()
     startup = {"reading the data": read_seconds}
-    if "vocabulary_seconds" in task_data.examples:
-        startup["vocabularies"] = task_data.examples["vocabulary_seconds"]
+    if task_data.vocabulary_seconds is not None:
+        startup["vocabularies"] = task_data.vocabulary_seconds
     first_update = progress.FirstUpdate(
         called,
         startup,
@@ -186,6 +186,8 @@ def train(
         **task.speed_metrics(epochs_run, task_data, seconds),
     }
     metrics["read_seconds"] = round(read_seconds, 1)
+    if task_data.vocabulary_seconds is not None:
+        metrics["vocabulary_seconds"] = round(task_data.vocabulary_seconds, 1)
     if first_update.seconds is not None:
         metrics["first_update_seconds"] = round(first_update.seconds, 1)
     if task_data.epoch_size_estimated:
