@@ -71,34 +71,47 @@ def tiny_model_config(name):
     return {**preset["model"], **TINY[preset["recipe"]], "dropout": 0.0}
 
 
-def presets_under_test():
-    """On tensorflow, every preset whose tiny model differs from the ones
-    before it (presets that differ only in sizes, e.g. `rnnsearch_small` and
-    `rnnsearch_multi30k`, give the same tiny model, so the same test); on jax
-    and torch, one per recipe and attention distribution (`probability_fn`,
-    monotonic attention, whose stops are code of their own, or hard
-    attention, whose sampling and REINFORCE loss are).
+def presets_with_distinct_tiny_models():
+    """Every preset whose tiny model differs from the ones before it
+    (presets that differ only in sizes, e.g. `rnnsearch_small` and
+    `rnnsearch_multi30k`, give the same tiny model, so the same test)."""
+    first_of_config = {}
+    for name in sorted(zoo.registry.PRESETS):
+        recipe = zoo.registry.get_preset(name)["recipe"]
+        first_of_config.setdefault((recipe, repr(sorted(tiny_model_config(name).items()))), name)
+    return sorted(first_of_config.values())
 
-    On jax and torch the presets of one recipe differ only in options whose
-    backend-specific code is the same (sparsemax's sort is not), and jax
-    compiles each model anew: one per recipe keeps the three-backend run
-    within the suite's time.
+
+def presets_under_test():
+    """On every backend, one preset per recipe and attention distribution
+    (`probability_fn`, monotonic attention, whose stops are code of their
+    own, or hard attention, whose sampling and REINFORCE loss are); on
+    torch, also every other preset of `presets_with_distinct_tiny_models`.
+
+    The presets of one recipe differ only in options whose backend-specific
+    code is the same (sparsemax's sort is not): the attention modes and
+    scores, cells, reversal, initial states, grid layers and shared
+    embeddings are numpy-checked on every backend by the layer and formula
+    tests. So each distinct tiny model is swept once, on torch, whose eager
+    steps cost the least, and the kinds on all three backends. TensorFlow's
+    own code for some options, the XLA while loop, is compiled for every
+    distinct model by test_recipes.py's XLA test.
     """
     first_of_kind = {}
     for name in sorted(zoo.registry.PRESETS):
         preset = zoo.registry.get_preset(name)
-        if keras.backend.backend() == "tensorflow":
-            kind = (preset["recipe"], repr(sorted(tiny_model_config(name).items())))
-        else:
-            kind = (
-                preset["recipe"],
-                preset["model"].get("probability_fn", "softmax"),
-                preset["model"].get("attention") if preset["model"].get("attention") in (
-                    "monotonic", "hard"
-                ) else None,
-            )
+        kind = (
+            preset["recipe"],
+            preset["model"].get("probability_fn", "softmax"),
+            preset["model"].get("attention") if preset["model"].get("attention") in (
+                "monotonic", "hard"
+            ) else None,
+        )
         first_of_kind.setdefault(kind, name)
-    return sorted(first_of_kind.values())
+    names = set(first_of_kind.values())
+    if keras.backend.backend() == "torch":
+        names |= set(presets_with_distinct_tiny_models())
+    return sorted(names)
 
 
 def inputs(name):

@@ -34,24 +34,28 @@ def task():
 # follow the corpus's reordering (adjectives after the noun, verbs at the
 # end of subordinate clauses), so its peaks miss more gold links; its
 # failure was a hard alignment that stopped nowhere, every peak then on
-# position 0 (docs/experiments/2026-12-07-monotonic-attention.md).
+# position 0 (docs/experiments/2026-12-07-monotonic-attention.md). Each
+# budget is the fewest epochs after which the alignment has settled; the
+# global general score's peaks settle close to the others' bound, so its own
+# leaves room for another machine's rounding, still far below a broken
+# attention's (docs/experiments/2026-12-04-test-suite-times.md).
 @pytest.mark.parametrize(
-    "preset, train_size, max_aer",
+    "preset, train_size, epochs, max_aer",
     [
-        ("luong_global_general_small", 1500, 0.3),
-        ("luong_local_p_general_small", 3000, 0.3),
-        ("gnmt_small", 3000, 0.3),
-        ("rnnsearch_monotonic_small", 3000, 0.5),
+        ("luong_global_general_small", 1500, 5, 0.4),
+        ("luong_local_p_general_small", 3000, 5, 0.3),
+        ("gnmt_small", 3000, 5, 0.3),
+        ("rnnsearch_monotonic_small", 3000, 6, 0.5),
     ],
 )
 def test_a_preset_learns_the_alignment_of_a_reordering_corpus(
-    preset, train_size, max_aer, task
+    preset, train_size, epochs, max_aer, task
 ):
     keras.utils.set_random_seed(0)
     source_size, target_size = task[-1]
     model = zoo.build(
         preset, source_vocabulary_size=source_size, target_vocabulary_size=target_size
     )
-    aer, top_share = train_and_align(model, task, train_size, TEST_SIZE, epochs=6)
+    aer, top_share = train_and_align(model, task, train_size, TEST_SIZE, epochs=epochs)
     assert top_share < 0.3, f"{top_share:.0%} of the attention's peaks on one source position"
     assert aer <= max_aer, f"alignment error rate {aer:.2f}"
