@@ -50,7 +50,8 @@ from zoo.data import pipeline
 
 # Sentences tokenized per call inside the stream.
 TOKENIZE_BATCH = 1024
-_FOLDED = "\ufeff"
+# Dropped where it starts a line, as the corpus pass drops it.
+BYTE_ORDER_MARK = "\ufeff"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +110,7 @@ def _shard_pairs(source_path, target_path):
 def _stripped(text):
     """As the scan strips a line: a byte order mark that starts it, then
     ASCII white space."""
-    return tf.strings.strip(tf.strings.regex_replace(text, f"^{_FOLDED}", ""))
+    return tf.strings.strip(tf.strings.regex_replace(text, f"^{BYTE_ORDER_MARK}", ""))
 
 
 def keeps_pair(source_length, target_length, max_source_length, max_target_length, ratio):

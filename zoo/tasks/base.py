@@ -48,26 +48,17 @@ class TaskData:
         return bool(self._epoch_size and self._epoch_size.estimated)
 
     def _size(self):
-        if self._epoch_size is not None:
-            return self._epoch_size.batches, self._epoch_size.target_tokens
-        import numpy as np
+        if self._epoch_size is None:
+            import numpy as np
 
-        batches, tokens = 0, 0
-        for _, targets in self.train_data(None).as_numpy_iterator():
-            batches += 1
-            tokens += int(np.count_nonzero(targets))
-        self._epoch_size = _Counted(batches, tokens)
-        return batches, tokens
+            from zoo.data.streaming import EpochSize
 
-
-class _Counted:
-    """An epoch's size counted on its batches."""
-
-    estimated = False
-
-    def __init__(self, batches, target_tokens):
-        self.batches = batches
-        self.target_tokens = target_tokens
+            batches, tokens = 0, 0
+            for _, targets in self.train_data(None).as_numpy_iterator():
+                batches += 1
+                tokens += int(np.count_nonzero(targets))
+            self._epoch_size = EpochSize(batches, tokens, left_out={}, estimated=False)
+        return self._epoch_size.batches, self._epoch_size.target_tokens
 
 
 class Task:
