@@ -48,6 +48,8 @@ SHARED = "shared"
 WEIGHTS = "model.weights.h5"
 METRICS = "metrics.json"
 HISTORY = "history.csv"
+# Validation inside the epochs (`validate_every_steps`), one row each.
+STEP_VALIDATION = "validation.csv"
 CHECKPOINTS = "checkpoints"
 BEST_WEIGHTS = "best.weights.h5"
 BEST_MANIFEST = "best.json"

@@ -198,6 +198,14 @@ class TrainingConfig:
         "decode the validation split greedily after each epoch and log its BLEU as val_bleu "
         "(on for the real-corpus translation presets); picks best.weights.h5",
     )
+    validate_every_steps: Optional[int] = setting(
+        None,
+        "also validate every N batches inside each epoch (the loss, and the BLEU with "
+        "--validation-bleu), logged to validation.csv; the best checkpoint and early "
+        "stopping still watch the validation at each epoch's end (default: only there)",
+        least=1,
+        metavar="N",
+    )
     average_last: int = setting(
         0,
         "after the last epoch, make the run's weights the mean of its last N epoch "

@@ -21,6 +21,7 @@ from zoo.training import averaging
 from zoo.training import checkpoints
 from zoo.training import distributed
 from zoo.training import early_stopping
+from zoo.training.jit_compile import pads_to_fixed_shapes
 from zoo.training.jit_compile import train_step_jit_compile
 from zoo.training import losses
 from zoo.training import progress
@@ -111,6 +112,7 @@ def train(
     task = task_for(preset_settings)
     training = settle_config(preset_settings, task, config, settings)
     distributed.check_gradient_accumulation(strategy, training.gradient_accumulation_steps)
+    _check_step_validation(strategy, training)
     splits = task.load_splits(training)
     read_seconds = time.monotonic() - called
     equal_batches = _equal_batches(strategy, training)
@@ -123,7 +125,7 @@ def train(
         splits,
         out,
         drop_remainder=equal_batches,
-        fixed_shapes=jit and keras.backend.backend() == "tensorflow",
+        fixed_shapes=pads_to_fixed_shapes(jit),
     )
     # A corpus's vocabulary sample is in the splits: not kept while training.
     del splits
@@ -234,6 +236,18 @@ def _check_run_options(overwrite, continue_run, checkpoint_every_steps):
         )
 
 
+def _check_step_validation(strategy, training):
+    """`validate_every_steps` evaluates inside `fit`'s epoch, which the
+    multi-worker custom loop (`distributed.custom_loop_fit`) was not
+    checked for."""
+    multi_worker = distributed.describe(strategy, None)["strategy"] == "multi-worker"
+    if training.validate_every_steps and multi_worker:
+        raise TrainingError(
+            "--validate-every-steps is not available with --strategy multi-worker, which "
+            "validates at each epoch's end only; leave it out"
+        )
+
+
 def _equal_batches(strategy, training):
     """Whether every batch must be the same size, split evenly over the
     devices (each length bucket's last, smaller batch is then left out of
@@ -276,16 +290,21 @@ def _model_to_train(
     # both from its checkpoint).
     keras.utils.set_random_seed(training.seed)
     with distributed.precision_policy(mixed_precision), distributed.strategy_scope(strategy):
-        model = registry.build_model(run_config)
-        model.compile(
-            optimizer=schedules.optimizer(
-                training, learning_rate_schedule(training, batches_per_epoch)
-            ),
-            loss=losses.TokenCrossentropy(label_smoothing=training.label_smoothing),
-            jit_compile=jit,
-        )
+        model = compiled_model(run_config, training, jit, batches_per_epoch)
         checkpoint = run_directory.resume(model, out, training.epochs) if resuming else None
     return model, checkpoint
+
+
+def compiled_model(run_config, training, jit, batches_per_epoch):
+    """The run's model, built and compiled as it trains: its optimizer and
+    schedule, the token loss, and `jit` (the train step's `jit_compile`)."""
+    model = registry.build_model(run_config)
+    model.compile(
+        optimizer=schedules.optimizer(training, learning_rate_schedule(training, batches_per_epoch)),
+        loss=losses.TokenCrossentropy(label_smoothing=training.label_smoothing),
+        jit_compile=jit,
+    )
+    return model
 
 
 def _finish_run(model, out, training, continue_run, metrics, epochs_ended):
@@ -315,10 +334,14 @@ def _average_last_checkpoints(model, out, last):
     return names
 
 
-def _epoch_callbacks(strategy, task_data, out, config, training, epochs_done):
+def _epoch_callbacks(
+    strategy, task_data, out, config, training, epochs_done, first_step, batches_per_epoch,
+    verbose,
+):
     """The callbacks that report on each epoch, in the order they must run:
-    validation BLEU first, so that the others log and watch it; then
-    history.csv, the best checkpoint, early stopping, and TensorBoard.
+    validation BLEU first, so that the others log and watch it; then the
+    validation inside the epoch (`validate_every_steps`), history.csv, the
+    best checkpoint, early stopping, and TensorBoard.
 
     TensorBoard and the validation BLEU are left out under "multi-worker":
     `distributed.custom_loop_fit` drives callbacks as fit does, but a
@@ -331,6 +354,19 @@ def _epoch_callbacks(strategy, task_data, out, config, training, epochs_done):
     bleu = bleu and not multi_worker
     if bleu:
         callbacks.append(validation.ValidationBleu(task_data.validate, config))
+    if training.validate_every_steps and task_data.valid_data is not None:
+        callbacks.append(
+            validation.StepValidation(
+                training.validate_every_steps,
+                task_data.valid_data,
+                out,
+                validate=task_data.validate if bleu else None,
+                config=config,
+                first_step=first_step,
+                last_step=None if task_data.epoch_size_estimated else batches_per_epoch,
+                stream=sys.stdout if verbose else None,
+            )
+        )
     callbacks.append(keras.callbacks.CSVLogger(str(out / runs.HISTORY), append=True))
     if task_data.valid_data is not None:
         monitor = "val_bleu" if bleu else "val_loss"
@@ -368,7 +404,10 @@ def _fit_remaining(
     # be the rest of an epoch interrupted inside.
     for epoch in range(epochs_done, epochs):
         first_step = steps_done if epoch == epochs_done else 0
-        epoch_callbacks = _epoch_callbacks(strategy, task_data, out, config, training, epoch)
+        epoch_callbacks = _epoch_callbacks(
+            strategy, task_data, out, config, training, epoch, first_step, batches_per_epoch,
+            verbose,
+        )
         # Killed after it stopped early, before it finished. A continued
         # run trains on: its epochs stop it if they don't improve on the best.
         if not continue_run and early_stopping.stopped_already(epoch_callbacks):

@@ -10,6 +10,7 @@ import keras
 
 from zoo import runs
 from zoo.training import checkpoints
+from zoo.training import validation
 from zoo.training.config import TrainingError
 from zoo.training.config import of_run
 from zoo.training.schedules import scheduled_updates
@@ -139,6 +140,7 @@ def resume(model, out, epochs):
         ) from None
     logger.warning("resuming %s from checkpoint %s", out, checkpoint.describe(epochs))
     _keep_history_rows(out / runs.HISTORY, checkpoint.epochs_done)
+    validation.keep_validation_rows(out, checkpoint.epochs_done, checkpoint.steps_done)
     return checkpoint
 
 
