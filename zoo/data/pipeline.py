@@ -30,6 +30,7 @@ from zoo.data import filtering
 from zoo.recipes.contract import BOS_ID
 from zoo.recipes.contract import EOS_ID
 from zoo.recipes.contract import PAD_ID
+from zoo.recipes.contract import UNK_ID
 
 # The default buckets are this many tokens wide, up to the longest pair.
 DEFAULT_BUCKET_WIDTH = 8
@@ -166,13 +167,23 @@ def longest_pair(encoded):
     )
 
 
-def bucketed_batches(pairs, boundaries, batch_sizes, drop_remainder, pad_to_bucket_boundary):
+def bucketed_batches(
+    pairs, boundaries, batch_sizes, drop_remainder, pad_to_bucket_boundary, fill_batches=False
+):
     """A `tf.data.Dataset` of `(source, target)` id rows (no BOS or EOS),
     made into padded batches of similar lengths: `({"source": [B, S],
     "target_in": [B, T]}, target_out [B, T])`, a pair of length `max(len(source),
     len(target_in))` in the bucket `[b_i, b_(i+1))` of `boundaries`, whose
     batches hold at most its entry of `batch_sizes`
-    (`make_translation_dataset` says what the other arguments do)."""
+    (`make_translation_dataset` says what the other arguments do).
+
+    With `fill_batches` (and `pad_to_bucket_boundary`), each bucket's last,
+    smaller batch is filled up to the bucket's batch size with rows that
+    hold no target token (see `_filled`): every batch of a bucket then has
+    one shape, in every epoch, where the last batches' sizes change from
+    epoch to epoch with the shuffle, and a compiled step would compile each
+    size again.
+    """
     pairs = pairs.map(_add_bos_eos, num_parallel_calls=tf.data.AUTOTUNE)
     pairs = pairs.bucket_by_sequence_length(
         element_length_func=_pair_length,
@@ -182,12 +193,37 @@ def bucketed_batches(pairs, boundaries, batch_sizes, drop_remainder, pad_to_buck
         drop_remainder=drop_remainder,
         pad_to_bucket_boundary=pad_to_bucket_boundary,
     )
+    if fill_batches and pad_to_bucket_boundary and not drop_remainder:
+        pairs = pairs.map(
+            functools.partial(_filled, boundaries=boundaries, batch_sizes=batch_sizes),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
     return pairs.map(
         lambda source, target_in, target_out: (
             {"source": source, "target_in": target_in},
             target_out,
         ),
         num_parallel_calls=tf.data.AUTOTUNE,
+    )
+
+
+def _filled(source, target_in, target_out, boundaries, batch_sizes):
+    """A batch padded to its bucket's boundary, with rows added up to the
+    bucket's batch size. An added row's target is [BOS] then padding, so
+    that the loss, which counts non-pad target tokens only, and its gradient
+    are those of the batch without it; its source is one [UNK], so that its
+    attention has a key to attend to, as every real row's has."""
+    length = tf.shape(source)[1]
+    # Padded to `boundary - 1`: its bucket is the one of that boundary.
+    bucket = tf.searchsorted(tf.constant(boundaries, tf.int32), [length + 1])[0]
+    missing = tf.gather(tf.constant(batch_sizes, tf.int32), bucket) - tf.shape(source)[0]
+    first_column = tf.one_hot(0, length, dtype=source.dtype)
+    source_row = first_column * UNK_ID
+    target_row = first_column * BOS_ID
+    return (
+        tf.concat([source, tf.tile(source_row[None], [missing, 1])], 0),
+        tf.concat([target_in, tf.tile(target_row[None], [missing, 1])], 0),
+        tf.concat([target_out, tf.fill([missing, length], tf.cast(PAD_ID, target_out.dtype))], 0),
     )
 
 

@@ -142,7 +142,10 @@ class TrainingStream:
             (the whole split when it is no larger than the sample).
         source_tokenizer, target_tokenizer: the run's `TextTokenizer`s.
         batch_size, batch_tokens, drop_remainder, pad_to_bucket_boundary:
-            as for `zoo.data.make_translation_dataset`.
+            as for `zoo.data.make_translation_dataset`; with
+            `pad_to_bucket_boundary`, each bucket's last batch is also
+            filled up to the bucket's size (`pipeline.bucketed_batches`'
+            `fill_batches`), so that every epoch has the same few shapes.
         max_source_length, max_target_length, max_length_ratio: as for
             `zoo.data.encode_pairs`.
         shuffle: bool, shuffle each epoch.
@@ -213,7 +216,8 @@ class TrainingStream:
         else:
             rows = rows.unbatch()
         batches = pipeline.bucketed_batches(
-            rows, self.boundaries, self.batch_sizes, self._drop_remainder, self._pad
+            rows, self.boundaries, self.batch_sizes, self._drop_remainder, self._pad,
+            fill_batches=self._pad,
         )
         if not self.size.estimated:
             batches = batches.apply(tf.data.experimental.assert_cardinality(self.size.batches))

@@ -27,15 +27,16 @@ def default_jit_compile(recipe=None):
 def train_step_jit_compile(recipe, training):
     """Whether the train step of recipe `recipe` (its registry name) compiles
     under `training` (a `TrainingConfig`): its `jit_compile`, else the
-    recipe's default on this backend. A step that XLA compiles on TensorFlow
-    gets batches of a few fixed shapes (`pads_to_fixed_shapes`)."""
+    recipe's default on this backend. A compiled step gets batches of a
+    few fixed shapes (`pads_to_fixed_shapes`)."""
     if training.jit_compile is not None:
         return training.jit_compile
     return default_jit_compile(registry.recipe_class(recipe))
 
 
 def pads_to_fixed_shapes(jit):
-    """Whether a train step compiled so (`jit`) gets its batches padded to a
-    few fixed shapes, their length bucket's boundary: under XLA on
-    TensorFlow, which compiles once per shape."""
-    return bool(jit) and keras.backend.backend() == "tensorflow"
+    """Whether a train step compiled so (`jit`) gets its batches in a few
+    fixed shapes (padded to their length bucket's boundary, each bucket's
+    last batch filled up to its size): on TensorFlow and JAX, whose XLA
+    compiles the step once per shape, a compilation that takes seconds."""
+    return bool(jit) and keras.backend.backend() in ("tensorflow", "jax")

@@ -117,3 +117,30 @@ def test_the_stream_filter_is_the_filtering_module(two_shards):
             tf.constant(lengths[:, 0]), tf.constant(lengths[:, 1]), *limits
         ).numpy()
         np.testing.assert_array_equal(kept, expected, str(limits))
+
+
+def test_fixed_shapes_give_each_bucket_one_shape_in_every_epoch(two_shards, tokenizers):
+    # What a compiled train step gets: padded to the bucket's boundary, and
+    # the bucket's last batch filled with rows that hold no target token.
+    expected = collections.Counter(encoded(PAIRS[: two_shards.train_pairs], tokenizers))
+    training = stream(two_shards, tokenizers, pad_to_bucket_boundary=True)
+    shapes = collections.defaultdict(set)
+    for epoch in (0, 1):
+        real = []
+        for inputs, target_out in training.epoch(epoch).as_numpy_iterator():
+            length = inputs["source"].shape[1]
+            shapes[length].add((inputs["source"].shape, inputs["target_in"].shape, target_out.shape))
+            assert length + 1 in training.boundaries
+            holds_tokens = (target_out != 0).any(axis=1)
+            # The filler rows come last: [UNK] a source, [BOS] a target.
+            assert list(holds_tokens) == sorted(holds_tokens, reverse=True)
+            np.testing.assert_array_equal(inputs["source"][~holds_tokens, 0], 1)
+            np.testing.assert_array_equal(inputs["target_in"][~holds_tokens, 0], 2)
+            np.testing.assert_array_equal(inputs["target_in"][~holds_tokens, 1:], 0)
+            real += [
+                (tuple(s[s != 0]), tuple(t[t != 0][:-1]))
+                for s, t in zip(inputs["source"][holds_tokens], target_out[holds_tokens])
+            ]
+        assert collections.Counter(real) == expected
+    assert all(len(seen) == 1 for seen in shapes.values()), shapes
+    assert all(next(iter(seen))[0][0] == 8 for seen in shapes.values())

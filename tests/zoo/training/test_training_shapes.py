@@ -23,8 +23,8 @@ def test_compiled_batch_shapes_counts_one_epoch(monkeypatch, preset):
         assert batches == -(-captions // batch_size)
         assert shapes == (1 if captions % batch_size == 0 else 2)
     else:
-        # Length buckets 8 tokens wide, padded to their boundary: per bucket
-        # a full batch shape and a last, smaller one at most.
+        # Length buckets 8 tokens wide, padded to their boundary, and each
+        # bucket's last batch filled up to its size: one shape per bucket.
         buckets = small.max_length // 8 + 2
-        assert 1 <= shapes <= min(2 * buckets, batches)
+        assert 1 <= shapes <= min(buckets, batches)
         assert batches >= -(-150 // batch_size)
