@@ -29,8 +29,9 @@ from zoo.arguments import positive_int
 TIMED_STEPS = 3
 
 
-def measure(preset, data, train_size, epochs, folder):
-    """Trains `preset` in `folder` and times its step per batch shape.
+def measure(preset, data, train_size, epochs, folder, jit_compile=None):
+    """Trains `preset` in `folder` and times its step per batch shape;
+    `jit_compile` None: the recipe's default on this backend.
 
     Returns:
         A JSON-ready dict: the run's seconds and target tokens/s, the step's
@@ -44,7 +45,7 @@ def measure(preset, data, train_size, epochs, folder):
 
     run = loop.train(
         preset, Path(folder) / "run", data=data, train_size=train_size, epochs=epochs,
-        validation_bleu=False, verbose=0, evaluate_test=False,
+        validation_bleu=False, jit_compile=jit_compile, verbose=0, evaluate_test=False,
     )
     metrics = runs.read_json(run / runs.METRICS)
     config = runs.read_json(run / runs.CONFIG)
@@ -133,10 +134,17 @@ def main(argv=None):
     parser.add_argument("--data", help="SOURCE,TARGET training files (default: the preset's)")
     parser.add_argument("--train-size", type=positive_int, help="use at most N pairs")
     parser.add_argument("--epochs", type=positive_int, default=2)
+    parser.add_argument(
+        "--jit-compile", choices=("on", "off"),
+        help="compile the train step or not (default: the recipe's choice on this backend)",
+    )
     parser.add_argument("--out", help="also write the result as JSON to this file")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as folder:
-        result = measure(args.preset, args.data, args.train_size, args.epochs, folder)
+        jit_compile = None if args.jit_compile is None else args.jit_compile == "on"
+        result = measure(
+            args.preset, args.data, args.train_size, args.epochs, folder, jit_compile
+        )
     print(markdown_row(result))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
