@@ -329,4 +329,6 @@ The length penalty is CTranslate2's: a hypothesis' log-probability is divided by
 `length ** alpha`, whereas keras-attention-zoo divides it by GNMT's `((5 + length) / 6) ** alpha`.
 Beam search can therefore pick other translations than `zoo translate` for alpha > 0; with
 alpha 0, and with greedy search (beam 1), they are the same.
-{f"{chr(10)}A sentence longer than {limit} pieces is cut (`zoo translate` splits it at sentence ends first).{chr(10)}" if limit else ''}"""
+{f"{chr(10)}A sentence longer than {limit} pieces is cut (`zoo translate` splits it at sentence ends first)." if limit else ''}
+An empty sentence gives an empty translation.
+"""

@@ -12,10 +12,11 @@ of keras-attention-zoo, Keras or TensorFlow to run; this package is in it, as
 It imports only `ctranslate2`, `sentencepiece` and the standard library,
 and its modules import only each other, relatively. What the Python API
 does around the model that CTranslate2 does not is written here again:
-batches of similar length, the source cut at the run's `max_length`, an
-empty sentence read as a lone EOS, and the step limit of each batch. A
-sentence over the limit is cut, not split at sentence ends as `zoo
-translate` splits it.
+batches of similar length, the source cut at the run's `max_length`, and
+the step limit of each batch. Two things differ from `zoo translate`: a
+sentence over the limit is cut, not split at sentence ends first, and an
+empty sentence gives an empty translation (CTranslate2 decodes nothing for
+an empty source; `zoo translate` reads it as a lone EOS).
 
 The length penalty is CTranslate2's: a hypothesis' log-probability divided
 by `length ** alpha`, where keras-attention-zoo divides by GNMT's

@@ -20,8 +20,8 @@ DEFAULT_BATCH_SIZE = 64
 
 class Translation(NamedTuple):
     """One sentence's translation: its text, the target pieces (EOS
-    included when produced) and its score (CTranslate2's: the summed
-    log-probabilities divided by length ** length_penalty)."""
+    included when produced) and its score: the summed log-probabilities,
+    divided by length ** length_penalty in beam search (CTranslate2's)."""
 
     text: str
     target_pieces: List[str]
@@ -70,8 +70,10 @@ class Translator:
         """Translates a list of sentences (greedy for `beam=1`).
 
         As the Python API does, sentences are decoded in batches of similar
-        length, a source longer than the run's `max_length` pieces is cut,
-        and an empty one is read as a lone EOS.
+        length and a source longer than the run's `max_length` pieces is
+        cut. An empty sentence gives an empty translation (CTranslate2
+        decodes nothing for an empty source, where `zoo translate` reads a
+        lone EOS).
 
         Args:
             sentences: a list of str (or one str).
@@ -97,8 +99,9 @@ class Translator:
             results = self._translator.translate_batch(
                 batch,
                 beam_size=beam,
-                length_penalty=length_penalty,
-                max_decoding_length=self.step_limit(max(len(s) for s in batch)),
+                # Greedy search scores without a penalty, as `zoo translate`'s.
+                length_penalty=length_penalty if beam > 1 else 0.0,
+                max_decoding_length=self.step_limit(max(max(len(s) for s in batch), 1)),
                 min_decoding_length=0,
                 max_input_length=0,
                 return_end_token=True,
@@ -114,13 +117,9 @@ class Translator:
         return translations
 
     def _source_pieces(self, ids):
-        """A source's pieces, cut to the run's `max_length`; a lone EOS for
-        an empty sentence."""
+        """A source's pieces, cut to the run's `max_length`."""
         limit = self.manifest["training_max_length"]
-        ids = ids[:limit] if limit else ids
-        if not ids:
-            return [self.manifest["eos_token"]]
-        return self._source.id_to_piece(ids)
+        return self._source.id_to_piece(ids[:limit] if limit else ids)
 
     def step_limit(self, longest):
         """The most target steps for a batch whose longest source has
