@@ -143,12 +143,11 @@ def test_int8_weights_stay_close_to_the_keras_log_probabilities(exports):
     assert difference < INT8_RELATIVE_TOLERANCE * size
 
 
-@pytest.mark.parametrize("preset", PRESETS)
-def test_greedy_translations_are_the_python_apis(exports, preset):
+def test_greedy_translations_are_the_python_apis(exports):
     """Tokens, texts and scores of `zoo.load(run).translate`: the source
     cut at the run's max_length and the step limit as it sets them; an
     empty sentence, which CTranslate2 does not decode, is empty."""
-    exported = exports(preset)
+    exported = exports(SHARED_EMBEDDINGS)
     expected = exported.keras_side.translate(SENTENCES)
     got = exported.runner.translate(SENTENCES + [""], beam=1)
     assert got[-1] == ctranslate2_runner.Translation("", [], 0.0)
