@@ -44,7 +44,9 @@ from zoo.errors import ZooUserError
 from zoo.export import ctranslate2_runner as runner
 from zoo.export.onnx_export import example_source
 from zoo.inference.search_settings import SearchSettings
-from zoo.recipes.contract import SPECIAL_TOKENS
+from zoo.recipes.contract import BOS_TOKEN
+from zoo.recipes.contract import EOS_TOKEN
+from zoo.recipes.contract import UNK_TOKEN
 from zoo.recipes.transformer import sinusoidal_positions
 from zoo.tasks import check_run_directory
 from zoo.training.config import of_run
@@ -52,8 +54,6 @@ from zoo.training.config import trained_max_length
 
 # `export_ctranslate2`'s `quantize` values: CTranslate2's weight types.
 QUANTIZATIONS = (None, "int8", "int16", "float16", "bfloat16")
-
-PAD_TOKEN, UNK_TOKEN, BOS_TOKEN, EOS_TOKEN = SPECIAL_TOKENS
 
 
 class Ctranslate2ExportError(ZooUserError):
@@ -91,7 +91,6 @@ def export_ctranslate2(run_dir, out, overwrite=False, beam=1, length_penalty=0.6
     out = Path(out)
     config = runs.read_json(run_dir / runs.CONFIG)
     check_exportable(config)
-    files.check_output_folder(out, overwrite, Ctranslate2ExportError)
     settings = SearchSettings.checked(
         Ctranslate2ExportError, beam=beam, length_penalty=length_penalty
     )
@@ -99,6 +98,7 @@ def export_ctranslate2(run_dir, out, overwrite=False, beam=1, length_penalty=0.6
         raise Ctranslate2ExportError(
             f"quantize must be one of {', '.join(map(str, QUANTIZATIONS))}; received {quantize!r}"
         )
+    files.check_output_folder(out, overwrite, Ctranslate2ExportError)
     translator = zoo.load(run_dir)
     vocabularies = runs.vocabulary_files(("source", "target"), of_run(config))
     with files.replacing(out, folder=True) as staging:
@@ -111,6 +111,7 @@ def export_ctranslate2(run_dir, out, overwrite=False, beam=1, length_penalty=0.6
         for name in set(vocabularies.values()):
             shutil.copyfile(run_dir / name, staging / name)
         manifest = _manifest(translator.model, config, vocabularies, settings, quantize)
+        manifest.update(run=_run_of(run_dir))
         runs.write_json(staging / runner.MANIFEST, manifest)
         runner.write_runner(staging)
         readme = folder_readme(manifest, example_source(config))
@@ -164,20 +165,11 @@ def transformer_spec(model, source_tokens, target_tokens):
         model.num_heads,
         pre_norm=model.norm_first,
     )
-    positions = sinusoidal_positions(
-        max(model.max_source_length, model.max_target_length), model.d_model
-    )
-    # CTranslate2's own table is [sin, cos] concatenated and starts at
-    # position 1; the recipe's interleaves them from position 0.
-    spec.encoder.position_encodings.encodings = positions
-    spec.decoder.position_encodings.encodings = positions
-    # Both scale the token embeddings by sqrt(d_model) (`Transformer._embed`).
-    spec.encoder.scale_embeddings = True
-    spec.decoder.scale_embeddings = True
-    spec.encoder.embeddings[0].weight = _numpy(model.source_embedding.embeddings)
-    spec.decoder.embeddings.weight = _numpy(model.target_embedding.embeddings)
+    _set_embeddings(spec, model)
     for layer_spec, block in zip(spec.encoder.layer, model.encoder_blocks):
-        _set_self_attention(layer_spec.self_attention, block.self_attention, block.attention_residual)
+        _set_self_attention(
+            layer_spec.self_attention, block.self_attention, block.attention_residual
+        )
         _set_feed_forward(layer_spec.ffn, block.feed_forward, block.feed_forward_residual)
     for layer_spec, block in zip(spec.decoder.layer, model.decoder_blocks):
         _set_self_attention(
@@ -198,6 +190,22 @@ def transformer_spec(model, source_tokens, target_tokens):
     spec.register_target_vocabulary(target_tokens)
     _set_config(spec.config, model)
     return spec
+
+
+def _set_embeddings(spec, model):
+    """The token embeddings, scaled by sqrt(d_model) as `Transformer._embed`
+    scales them, and the recipe's positional table."""
+    positions = sinusoidal_positions(
+        max(model.max_source_length, model.max_target_length), model.d_model
+    )
+    # CTranslate2's own table is [sin, cos] concatenated and starts at
+    # position 1; the recipe's interleaves them from position 0.
+    spec.encoder.position_encodings.encodings = positions
+    spec.decoder.position_encodings.encodings = positions
+    spec.encoder.scale_embeddings = True
+    spec.decoder.scale_embeddings = True
+    spec.encoder.embeddings[0].weight = _numpy(model.source_embedding.embeddings)
+    spec.decoder.embeddings.weight = _numpy(model.target_embedding.embeddings)
 
 
 def _set_config(config, model):
@@ -291,13 +299,31 @@ def _manifest(model, config, vocabularies, settings, quantize):
     }
 
 
+def _run_of(run_dir):
+    """What the manifest records of the run exported: its folder and its
+    weights file's size and SHA-256."""
+    return {
+        "directory": str(run_dir.resolve()),
+        "weights": files.fingerprint(run_dir / runs.WEIGHTS),
+    }
+
+
 def folder_readme(manifest, example_source="a sentence in the source language"):
     """The README.md of an export folder: how to run it, from its manifest;
     the example command translates `example_source`."""
     search = manifest["search"]
-    vocabularies = ", ".join(f"`{name}` ({role})" for role, name in manifest["vocabularies"].items())
+    vocabularies = ", ".join(
+        f"`{name}` ({role})" for role, name in manifest["vocabularies"].items()
+    )
     limit = manifest["training_max_length"]
-    return f"""# {manifest.get('preset') or manifest['recipe']}: a CTranslate2 export of keras-attention-zoo
+    cut = (
+        f"A sentence longer than {limit} pieces is cut (`zoo translate` splits it at "
+        "sentence ends first).\n"
+        if limit
+        else ""
+    )
+    name = manifest.get("preset") or manifest["recipe"]
+    return f"""# {name}: a CTranslate2 export of keras-attention-zoo
 
 Translation with CTranslate2 alone: nothing of keras-attention-zoo, Keras or TensorFlow is
 needed. Copy this folder anywhere and:
@@ -329,6 +355,6 @@ The length penalty is CTranslate2's: a hypothesis' log-probability is divided by
 `length ** alpha`, whereas keras-attention-zoo divides it by GNMT's `((5 + length) / 6) ** alpha`.
 Beam search can therefore pick other translations than `zoo translate` for alpha > 0; with
 alpha 0, and with greedy search (beam 1), they are the same.
-{f"{chr(10)}A sentence longer than {limit} pieces is cut (`zoo translate` splits it at sentence ends first)." if limit else ''}
-An empty sentence gives an empty translation.
+
+{cut}An empty sentence gives an empty translation.
 """

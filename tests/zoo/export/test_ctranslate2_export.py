@@ -137,7 +137,8 @@ def test_score_batch_gives_the_keras_log_probabilities(exports, preset):
 
 def test_int8_weights_stay_close_to_the_keras_log_probabilities(exports):
     exported = exports(SHARED_EMBEDDINGS)
-    assert (exported.int8 / "model.bin").stat().st_size < (exported.out / "model.bin").stat().st_size
+    sizes = [(folder / "model.bin").stat().st_size for folder in (exported.int8, exported.out)]
+    assert sizes[0] < sizes[1]
     assert ctranslate2_runner.read_manifest(exported.int8)["quantization"] == "int8"
     difference, size = log_prob_differences(exported.int8, exported.keras_side)
     assert difference < INT8_RELATIVE_TOLERANCE * size
@@ -236,7 +237,9 @@ def test_run_py_translates_arguments_and_standard_input(exports, tmp_path):
 def test_an_rnn_run_is_refused_in_one_line_naming_onnx(capsys, tmp_path):
     run_dir = untrained_rnnsearch_run(tmp_path / "run", 60)
     out = tmp_path / "exports" / "ct2"
-    code, _, err = run_cli(capsys, "export", str(run_dir), "--format", "ctranslate2", "--out", str(out))
+    code, _, err = run_cli(
+        capsys, "export", str(run_dir), "--format", "ctranslate2", "--out", str(out)
+    )
     assert_one_line_error(code, err, "rnnsearch", "--format onnx")
     assert not (tmp_path / "exports").exists()
 

@@ -33,7 +33,8 @@ def _parser(search):
         default=search["length_penalty"],
         help="CTranslate2's length penalty alpha: a hypothesis' log-probability is divided "
         "by length ** alpha, not by GNMT's ((5 + length) / 6) ** alpha of keras-attention-zoo, "
-        f"so beam results can differ from `zoo translate` for alpha > 0 (default {search['length_penalty']})",
+        "so beam results can differ from `zoo translate` for alpha > 0 "
+        f"(default {search['length_penalty']})",
     )
     parser.add_argument(
         "--batch-size",
@@ -62,7 +63,10 @@ def main(argv=None, folder="."):
         if args.input or not sentences:
             sentences = sentences + read_lines(args.input or STDIN)
         translations = translator.translate(
-            sentences, beam=args.beam, length_penalty=args.length_penalty, batch_size=args.batch_size
+            sentences,
+            beam=args.beam,
+            length_penalty=args.length_penalty,
+            batch_size=args.batch_size,
         )
     except (RunnerError, OSError, UnicodeDecodeError) as error:
         print(f"run.py: {error}", file=sys.stderr)

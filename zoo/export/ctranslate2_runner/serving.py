@@ -52,7 +52,9 @@ class Translator:
             self._translator = ctranslate2.Translator(str(folder), **options)
         except (RuntimeError, ValueError) as error:
             message = str(error).splitlines()[0] if str(error) else type(error).__name__
-            raise ExportFolderError(f"cannot load the model in {str(folder)!r}: {message}") from None
+            raise ExportFolderError(
+                f"cannot load the model in {str(folder)!r}: {message}"
+            ) from None
         vocabularies = self.manifest["vocabularies"]
         self._source = sentencepiece.SentencePieceProcessor(
             model_file=str(folder / vocabularies["source"])
