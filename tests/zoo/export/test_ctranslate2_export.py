@@ -135,6 +135,25 @@ def test_score_batch_gives_the_keras_log_probabilities(exports, preset):
     assert difference < LOG_PROB_TOLERANCE
 
 
+def test_the_papers_post_ln_transformer_converts_too(tmp_path):
+    """Post-LN (`norm_first=False`), with no final norms: the spec alone,
+    from a model built in memory."""
+    from zoo.recipes.transformer import Transformer
+
+    model = Transformer(30, 30, **{**TINY["transformer"], "dropout": 0.0}, norm_first=False)
+    model.build()
+    tokens = ["[PAD]", "[UNK]", "[BOS]", "[EOS]"] + [f"t{i}" for i in range(26)]
+    spec = ctranslate2_export.transformer_spec(model, tokens, tokens)
+    ctranslate2_export._SpecConverter(spec).convert(str(tmp_path / "ct2"))
+    source, target = [5, 9, 12, 7], [8, 21, 4]
+    scored = ctranslate2.Translator(str(tmp_path / "ct2")).score_batch(
+        [[tokens[i] for i in source]], [[tokens[i] for i in target]]
+    )
+    translator = type("Translator", (), {"model": model})
+    expected = keras_log_probs(translator, source, target)
+    np.testing.assert_allclose(scored[0].log_probs, expected, atol=LOG_PROB_TOLERANCE)
+
+
 def test_int8_weights_stay_close_to_the_keras_log_probabilities(exports):
     exported = exports(SHARED_EMBEDDINGS)
     sizes = [(folder / "model.bin").stat().st_size for folder in (exported.int8, exported.out)]
@@ -262,3 +281,37 @@ def test_an_existing_output_is_kept_without_overwrite(exports, tmp_path):
     ctranslate2_export.export_ctranslate2(exported.run_dir, out, overwrite=True)
     assert not (out / "keep.txt").exists()
     assert ctranslate2_runner.read_manifest(out)["recipe"] == "transformer"
+
+
+def test_a_wordpiece_run_is_refused_naming_onnx(exports):
+    config = json.loads((exports(SHARED_EMBEDDINGS).run_dir / "config.json").read_text())
+    config["training"]["tokenizer"] = "wordpiece"
+    with pytest.raises(ctranslate2_export.Ctranslate2ExportError) as error:
+        ctranslate2_export.check_exportable(config)
+    assert "\n" not in str(error.value)
+    assert "SentencePiece" in str(error.value) and "--format onnx" in str(error.value)
+
+
+def test_without_ctranslate2_the_command_says_what_to_install(
+    exports, capsys, tmp_path, monkeypatch
+):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == "ctranslate2" else find_spec(name, *args),
+    )
+    run_dir, out = exports(SHARED_EMBEDDINGS).run_dir, tmp_path / "out"
+    code, _, err = run_cli(capsys, "export", str(run_dir), "--format", "ctranslate2", "--out", str(out))
+    assert_one_line_error(code, err, "keras-attention-zoo[ctranslate2]")
+    assert not out.exists()
+
+
+def test_a_folder_without_manifest_is_refused_naming_the_export(tmp_path):
+    with pytest.raises(ctranslate2_runner.ExportFolderError) as error:
+        ctranslate2_runner.load(tmp_path)
+    assert "\n" not in str(error.value)
+    assert "manifest.json" in str(error.value)
+    assert "zoo export RUN_DIR --format ctranslate2" in str(error.value)
