@@ -94,10 +94,9 @@ def exports(tmp_path_factory):
     return export
 
 
-def keras_log_probs(translator, source_ids, target_ids):
+def keras_log_probs(model, source_ids, target_ids):
     """The Keras model's teacher-forced log-probability of each target token
     and of the EOS after them."""
-    model = translator.model
     target_in = np.array([[model.bos_id] + target_ids], "int32")
     logits = model({"source": np.array([source_ids], "int32"), "target_in": target_in})
     log_probs = keras.ops.convert_to_numpy(keras.ops.log_softmax(logits, axis=-1))[0]
@@ -123,7 +122,7 @@ def log_prob_differences(folder, translator):
     vocabulary = translator.target_tokenizer.vocabulary_size
     targets = [rng.integers(4, vocabulary, 7).tolist() for _ in sources]
     scored = ct2_log_probs(folder, translator, sources, targets)
-    keras_side = [keras_log_probs(translator, s, t) for s, t in zip(sources, targets)]
+    keras_side = [keras_log_probs(translator.model, s, t) for s, t in zip(sources, targets)]
     largest = max(np.abs(theirs - ours).max() for theirs, ours in zip(keras_side, scored))
     return largest, np.abs(np.concatenate(keras_side)).mean()
 
@@ -149,8 +148,7 @@ def test_the_papers_post_ln_transformer_converts_too(tmp_path):
     scored = ctranslate2.Translator(str(tmp_path / "ct2")).score_batch(
         [[tokens[i] for i in source]], [[tokens[i] for i in target]]
     )
-    translator = type("Translator", (), {"model": model})
-    expected = keras_log_probs(translator, source, target)
+    expected = keras_log_probs(model, source, target)
     np.testing.assert_allclose(scored[0].log_probs, expected, atol=LOG_PROB_TOLERANCE)
 
 
@@ -304,7 +302,9 @@ def test_without_ctranslate2_the_command_says_what_to_install(
         lambda name, *args: None if name == "ctranslate2" else find_spec(name, *args),
     )
     run_dir, out = exports(SHARED_EMBEDDINGS).run_dir, tmp_path / "out"
-    code, _, err = run_cli(capsys, "export", str(run_dir), "--format", "ctranslate2", "--out", str(out))
+    code, _, err = run_cli(
+        capsys, "export", str(run_dir), "--format", "ctranslate2", "--out", str(out)
+    )
     assert_one_line_error(code, err, "keras-attention-zoo[ctranslate2]")
     assert not out.exists()
 
