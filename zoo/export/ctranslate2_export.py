@@ -290,7 +290,6 @@ def _manifest(model, config, vocabularies, settings, quantize):
         "ctranslate2_version": ctranslate2.__version__,
         "quantization": quantize or "float32",
         "vocabularies": vocabularies,
-        "eos_token": EOS_TOKEN,
         "max_target_length": model.max_target_length,
         # Sources are cut to it, as the Python API cuts them.
         "training_max_length": trained_max_length(config),

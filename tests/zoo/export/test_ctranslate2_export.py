@@ -309,6 +309,20 @@ def test_without_ctranslate2_the_command_says_what_to_install(
     assert not out.exists()
 
 
+def test_the_runners_constants_are_the_packages():
+    import inspect
+
+    from zoo.inference import translator
+    from zoo.recipes import contract
+    from zoo.recipes import decoding
+
+    assert ctranslate2_runner.SPECIAL_TOKENS == contract.SPECIAL_TOKENS
+    assert ctranslate2_runner.SOURCE_WIDTH_MULTIPLE == translator.SOURCE_WIDTH_MULTIPLE
+    step_limit = inspect.signature(decoding.max_decoding_steps).parameters
+    assert ctranslate2_runner.MAX_LENGTH_RATIO == step_limit["max_length_ratio"].default
+    assert ctranslate2_runner.MAX_LENGTH_OFFSET == step_limit["max_length_offset"].default
+
+
 def test_a_folder_without_manifest_is_refused_naming_the_export(tmp_path):
     with pytest.raises(ctranslate2_runner.ExportFolderError) as error:
         ctranslate2_runner.load(tmp_path)

@@ -48,6 +48,7 @@ from .layout import README
 from .layout import RUNNER
 from .layout import RUNNER_PACKAGE
 from .layout import SOURCE_WIDTH_MULTIPLE
+from .layout import SPECIAL_TOKENS
 from .layout import ExportFolderError
 from .layout import RunnerError
 from .layout import read_manifest
@@ -73,6 +74,7 @@ __all__ = [
     "RUNNER_PACKAGE",
     "RunnerError",
     "SOURCE_WIDTH_MULTIPLE",
+    "SPECIAL_TOKENS",
     "STDIN",
     "Translation",
     "Translator",

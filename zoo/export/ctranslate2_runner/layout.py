@@ -12,6 +12,9 @@ RUNNER = "run.py"
 RUNNER_PACKAGE = "ct2_runner"
 MANIFEST_FORMAT = "keras-attention-zoo-ctranslate2"
 MANIFEST_VERSION = 1
+# The recipes' contract's special tokens, in id order.
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
+PAD_TOKEN, UNK_TOKEN, BOS_TOKEN, EOS_TOKEN = SPECIAL_TOKENS
 # CTranslate2's own files of the model (`ctranslate2.Translator` reads them).
 MODEL_FILES = ("model.bin", "config.json")
 

@@ -5,6 +5,9 @@ from pathlib import Path
 from typing import List
 from typing import NamedTuple
 
+from .layout import BOS_TOKEN
+from .layout import EOS_TOKEN
+from .layout import PAD_TOKEN
 from .layout import SOURCE_WIDTH_MULTIPLE
 from .layout import ExportFolderError
 from .layout import RunnerError
@@ -103,7 +106,7 @@ class Translator:
                 beam_size=beam,
                 # Greedy search scores without a penalty, as `zoo translate`'s.
                 length_penalty=length_penalty if beam > 1 else 0.0,
-                max_decoding_length=self.step_limit(max(max(len(s) for s in batch), 1)),
+                max_decoding_length=self.step_limit(max(len(s) for s in batch)),
                 min_decoding_length=0,
                 max_input_length=0,
                 return_end_token=True,
@@ -111,12 +114,15 @@ class Translator:
             )
             for row, result in zip(rows, results):
                 pieces = result.hypotheses[0]
-                translations[row] = Translation(
-                    self._target.decode_pieces(_before_end(pieces, self.manifest["eos_token"])),
-                    pieces,
-                    result.scores[0],
-                )
+                translations[row] = Translation(self._text(pieces), pieces, result.scores[0])
         return translations
+
+    def _text(self, pieces):
+        """The text of a translation's pieces, as `zoo.data`'s tokenizers
+        read it: up to the first EOS, without PAD and BOS."""
+        if EOS_TOKEN in pieces:
+            pieces = pieces[: pieces.index(EOS_TOKEN)]
+        return self._target.decode_pieces([p for p in pieces if p not in (PAD_TOKEN, BOS_TOKEN)])
 
     def _source_pieces(self, ids):
         """A source's pieces, cut to the run's `max_length`."""
@@ -129,11 +135,6 @@ class Translator:
         width = -(-longest // SOURCE_WIDTH_MULTIPLE) * SOURCE_WIDTH_MULTIPLE
         steps = math.ceil(MAX_LENGTH_RATIO * width) + MAX_LENGTH_OFFSET
         return min(steps, self.manifest["max_target_length"])
-
-
-def _before_end(pieces, eos_token):
-    """The pieces before the first EOS: the text a translation reads."""
-    return pieces[: pieces.index(eos_token)] if eos_token in pieces else pieces
 
 
 def _check_search(beam, length_penalty, batch_size):
