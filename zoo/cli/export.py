@@ -51,7 +51,8 @@ def add_parser(commands):
         "--beam",
         type=positive_int,
         default=1,
-        help="beam width of the exported search (default 1: greedy); for onnx, run.py's default",
+        help="beam width of the exported search (default 1: greedy); for onnx and ctranslate2, "
+        "run.py's default",
     )
     add_length_penalty(export)
     export.add_argument(

@@ -311,9 +311,10 @@ def folder_readme(manifest, example_source="a sentence in the source language"):
     """The README.md of an export folder: how to run it, from its manifest;
     the example command translates `example_source`."""
     search = manifest["search"]
-    vocabularies = ", ".join(
-        f"`{name}` ({role})" for role, name in manifest["vocabularies"].items()
-    )
+    roles = {}
+    for role, name in manifest["vocabularies"].items():
+        roles.setdefault(name, []).append(role)
+    vocabularies = ", ".join(f"`{name}` ({' and '.join(r)})" for name, r in roles.items())
     limit = manifest["training_max_length"]
     cut = (
         f"A sentence longer than {limit} pieces is cut (`zoo translate` splits it at "
