@@ -1,19 +1,24 @@
 """`zoo export`: a trained run exported for serving, as a TensorFlow
-SavedModel (`zoo.export.saved_model`) or an ONNX folder
-(`zoo.export.onnx_export`)."""
+SavedModel (`zoo.export.saved_model`), an ONNX folder
+(`zoo.export.onnx_export`) or a CTranslate2 folder
+(`zoo.export.ctranslate2_export`)."""
 
+import importlib.util
 import os
 
 from zoo.arguments import non_negative_float
 from zoo.arguments import positive_int
 from zoo.cli.search_options import add_beam_stop
 from zoo.cli.search_options import add_length_penalty
+from zoo.errors import ZooUserError
+
+CTRANSLATE2_INSTALL = 'pip install "keras-attention-zoo[ctranslate2]"'
 
 
 def add_parser(commands):
     export = commands.add_parser(
         "export",
-        help="export a trained run for serving (TensorFlow SavedModel or ONNX)",
+        help="export a trained run for serving (TensorFlow SavedModel, ONNX or CTranslate2)",
         description="Export a trained run for serving. saved_model: signatures "
         "`translate` (strings -> strings) or `caption` (image file bytes -> strings), "
         "and `logits` (teacher-forced); they need TensorFlow and tensorflow-text, "
@@ -22,14 +27,17 @@ def add_parser(commands):
         "axes, the tokenizer files, manifest.json, README.md, and run.py with its onnx_runner/ "
         "package (`python run.py "
         "\"a sentence\"`; see zoo/export/onnx_export.py). Both refuse requests over the "
-        "--max-batch, --max-image-bytes and --max-image-side limits.",
+        "--max-batch, --max-image-bytes and --max-image-side limits. ctranslate2 (Transformer "
+        "runs with a SentencePiece vocabulary): a CTranslate2 model folder that runs with "
+        "ctranslate2 and sentencepiece alone, with run.py and its ct2_runner/ package (see "
+        "zoo/export/ctranslate2_export.py).",
     )
     export.add_argument("run_dir", help="a run directory written by `zoo train`")
     export.add_argument(
         "--format",
-        choices=("saved_model", "onnx"),
+        choices=("saved_model", "onnx", "ctranslate2"),
         default="saved_model",
-        help="saved_model (default) or onnx",
+        help="saved_model (default), onnx, or ctranslate2 (Transformer runs only)",
     )
     export.add_argument(
         "--out", help="where to write the export (default: RUN_DIR/export/FORMAT)"
@@ -43,7 +51,8 @@ def add_parser(commands):
         "--beam",
         type=positive_int,
         default=1,
-        help="beam width of the exported search (default 1: greedy); for onnx, run.py's default",
+        help="beam width of the exported search (default 1: greedy); for onnx and ctranslate2, "
+        "run.py's default",
     )
     add_length_penalty(export)
     export.add_argument(
@@ -54,8 +63,9 @@ def add_parser(commands):
     )
     export.add_argument(
         "--quantize",
-        choices=("int8",),
-        help="onnx: int8 dynamic quantization of the matrix products (onnxruntime's)",
+        choices=("int8", "int16", "float16", "bfloat16"),
+        help="onnx: int8 dynamic quantization of the matrix products (onnxruntime's); "
+        "ctranslate2: the weights' type (int8, int16, float16 or bfloat16; default float32)",
     )
     from zoo.export.onnx_runner import DEFAULT_LIMITS  # numpy and onnxruntime only
 
@@ -81,7 +91,20 @@ def add_parser(commands):
 
 def command(args):
     out = args.out or os.path.join(args.run_dir, "export", args.format)
-    if args.format == "onnx":
+    if args.format == "ctranslate2":
+        if importlib.util.find_spec("ctranslate2") is None:
+            raise ZooUserError(f"--format ctranslate2 needs ctranslate2: {CTRANSLATE2_INSTALL}")
+        from zoo.export import ctranslate2_export
+
+        path = ctranslate2_export.export_ctranslate2(
+            args.run_dir,
+            out,
+            overwrite=args.overwrite,
+            beam=args.beam,
+            length_penalty=args.length_penalty,
+            quantize=args.quantize,
+        )
+    elif args.format == "onnx":
         from zoo.export import onnx_export
 
         path = onnx_export.export_onnx(
