@@ -47,9 +47,10 @@ def train_keeping_the_model(out, preset, *options):
     return out, held["model"], held["weights"]
 
 
-def untrained_rnnsearch_run(out, vocabulary_size, **training_overrides):
+def untrained_rnnsearch_run(out, vocabulary_size, search=None, **training_overrides):
     """A complete, untrained, tiny `rnnsearch_small` run at `out`, with
-    WordPiece vocabularies learned from 300 synthetic pairs."""
+    WordPiece vocabularies learned from 300 synthetic pairs (and `search`,
+    the search settings it decodes with by default, if given)."""
     from zoo import data
     from zoo.data.wordpiece_tokenizer import TextTokenizer
     from zoo.training import untrained as training
@@ -64,6 +65,7 @@ def untrained_rnnsearch_run(out, vocabulary_size, **training_overrides):
             "embedding_dim": 6, "hidden_dim": 8, "attention_units": 5, "maxout_units": 4
         },
         training_overrides=training_overrides,
+        search=search,
     )
 
 

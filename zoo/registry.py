@@ -4,6 +4,8 @@ Presets are data, kept apart from the model code (as in keras-hub): each is
 a dict with the recipe name, the constructor arguments of the model
 (`model`), the training settings (`training`, a `TrainingConfig`) and a
 one-line description.
+A preset may also hold `search`, the search settings it decodes with
+unless a flag says otherwise (`search_of`).
 The vocabulary sizes in `model` are filled in from the tokenizers at
 training time. `zoo.build(name, **overrides)` turns one into a model; `zoo.presets()` lists them.
 """
@@ -13,6 +15,7 @@ import difflib
 import importlib
 
 from zoo.errors import ZooUserError
+from zoo.inference.search_settings import SearchSettings
 from zoo.training.config import TrainingConfig
 
 # Recipe name -> "module:class" inside zoo.recipes, imported on demand so
@@ -57,6 +60,13 @@ MULTI30K_TRAINING = TrainingConfig(
     label_smoothing=0.1,
     validation_bleu=True,
 )
+
+# How the Multi30k presets decode unless a flag says otherwise (`zoo
+# translate`, `zoo evaluate`, `zoo export`): the search their results in
+# docs/performance.md use, and the published Multi30k results report.
+MULTI30K_SEARCH = {"beam": 5, "length_penalty": 0.6}
+# The `SearchSettings` a preset's "search" may set (the rest are a request's).
+PRESET_SEARCH_SETTINGS = ("beam", "length_penalty", "coverage_penalty", "stopping")
 
 # Show, Attend and Tell on the embedded synthetic captioning set: 64x64
 # images, captions of at most 15 words, a vocabulary of a few dozen words.
@@ -153,6 +163,7 @@ def _luong_multi30k(attention):
             "dropout": 0.3,
         },
         "training": MULTI30K_TRAINING.overridden(epochs=20),
+        "search": MULTI30K_SEARCH,
     }
 
 
@@ -281,6 +292,7 @@ PRESETS = {
         # Twice the shared budget: its validation BLEU still rose after
         # epoch 10, and 20 epochs fit in the 2 CPU hours the issue allows.
         "training": MULTI30K_TRAINING.overridden(epochs=20),
+        "search": MULTI30K_SEARCH,
     },
     # Luong et al.'s global attention (general score) with input feeding at
     # rnnsearch_multi30k's width and budget, so the two attention decoders
@@ -320,6 +332,7 @@ PRESETS = {
         # half their pace; three times that rate kept up with them
         # (docs/experiments/2026-12-07-gnmt-multi30k-rate.md).
         "training": MULTI30K_TRAINING.overridden(learning_rate=3e-3, epochs=16),
+        "search": MULTI30K_SEARCH,
     },
     # The shape of the fairseq Transformer-tiny that is the Multi30k anchor
     # (4+4 layers, d_model 128, 4 heads, feed-forward 256, dropout 0.3):
@@ -372,6 +385,7 @@ PRESETS = {
             # needs; the anchor averages its last 10.
             average_last=10,
         ),
+        "search": MULTI30K_SEARCH,
     },
     "show_attend_tell_small": {
         "recipe": "show_attend_tell",
@@ -437,7 +451,16 @@ def get_preset(name):
     if isinstance(preset["training"], dict):
         # A preset registered with plain settings, checked as the others are.
         preset["training"] = TrainingConfig.from_dict(preset["training"])
+    preset["search"] = search_of(preset)
     return preset
+
+
+def search_of(settings):
+    """The search settings a preset (or a run's config.json) decodes with by
+    default, checked, each one given: its "search" over `SearchSettings`'
+    defaults (greedy). A run written before presets had them has none."""
+    search = SearchSettings(**settings.get("search", {}))
+    return {name: getattr(search, name) for name in PRESET_SEARCH_SETTINGS}
 
 
 def task_of(recipe):

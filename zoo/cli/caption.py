@@ -3,10 +3,9 @@ the attention of each word over the first image."""
 
 import sys
 
-from zoo.arguments import positive_int
-from zoo.cli.search_options import add_beam_stop
-from zoo.cli.search_options import add_length_penalty
+from zoo.cli.search_options import add_search_flags
 from zoo.cli.search_options import open_run
+from zoo.cli.search_options import settle_search
 
 
 def add_parser(commands):
@@ -15,9 +14,7 @@ def add_parser(commands):
     caption.add_argument(
         "images", nargs="+", help="image files (JPEG, PNG, GIF (its first frame), BMP, WebP)"
     )
-    caption.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
-    add_length_penalty(caption)
-    add_beam_stop(caption)
+    add_search_flags(caption, coverage=False)
     caption.add_argument(
         "--plot", help="save the attention of each word over the first image (PNG)"
     )
@@ -26,6 +23,7 @@ def add_parser(commands):
 def command(args):
     from zoo.evaluation import plots
 
+    settle_search(args)
     captioner = open_run(args, "caption")
     captions = captioner.caption_files(
         args.images, beam=args.beam, length_penalty=args.length_penalty, stopping=args.beam_stop

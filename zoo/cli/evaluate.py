@@ -3,9 +3,9 @@ caption metrics of a captioning run, on a test set."""
 
 from zoo.arguments import positive_int
 from zoo.cli import progress
-from zoo.cli.search_options import add_beam_stop
-from zoo.cli.search_options import add_length_penalty
 from zoo.cli.search_options import add_progress_flag
+from zoo.cli.search_options import add_search_flags
+from zoo.cli.search_options import settle_search
 from zoo.cli.errors import UserError
 from zoo.tasks import CAPTIONING
 from zoo.tasks import TRANSLATION
@@ -29,16 +29,15 @@ def add_parser(commands):
         "pair ('i-j' sure, 'i?j' possible; 0-based space-separated words), to score the "
         "attention's alignment error rate (default: the synthetic corpus's own; none for --data)",
     )
-    evaluate.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
-    add_length_penalty(evaluate)
+    add_search_flags(evaluate)
     evaluate.add_argument("--limit", type=positive_int, help="evaluate the first N pairs only")
-    add_beam_stop(evaluate)
     add_progress_flag(evaluate)
 
 
 def command(args):
     import zoo
 
+    settle_search(args)
     run = zoo.load(args.run_dir)
     EVALUATIONS[task_for(run.config)](run, args)
 
@@ -54,6 +53,7 @@ def evaluate_translator(translator, args):
             pairs,
             beam=args.beam,
             length_penalty=args.length_penalty,
+            coverage_penalty=args.coverage_penalty,
             progress=counter,
             stopping=args.beam_stop,
         )
@@ -82,6 +82,10 @@ def evaluate_translator(translator, args):
 def evaluate_captioner(captioner, args):
     if args.gold_alignments:
         raise UserError("--gold-alignments scores a translation run's attention, not captions")
+    if args.coverage_penalty:
+        raise UserError(
+            "--coverage-penalty: a captioning run's beam search has no coverage penalty; leave it out"
+        )
     examples = CAPTIONING.test_examples(captioner.config, args.data)[: args.limit]
     with progress.shown(args.progress, len(examples), unit="images") as counter:
         result = captioner.evaluate(

@@ -6,10 +6,9 @@ SavedModel (`zoo.export.saved_model`), an ONNX folder
 import importlib.util
 import os
 
-from zoo.arguments import non_negative_float
 from zoo.arguments import positive_int
-from zoo.cli.search_options import add_beam_stop
-from zoo.cli.search_options import add_length_penalty
+from zoo.cli.search_options import add_search_flags
+from zoo.cli.search_options import settle_search
 from zoo.errors import ZooUserError
 
 CTRANSLATE2_INSTALL = 'pip install "keras-attention-zoo[ctranslate2]"'
@@ -47,19 +46,10 @@ def add_parser(commands):
         action="store_true",
         help="replace an existing, non-empty output (refused otherwise)",
     )
-    export.add_argument(
-        "--beam",
-        type=positive_int,
-        default=1,
-        help="beam width of the exported search (default 1: greedy); for onnx and ctranslate2, "
+    add_search_flags(
+        export,
+        beam_help="beam width of the exported search (1: greedy); for onnx and ctranslate2, "
         "run.py's default",
-    )
-    add_length_penalty(export)
-    export.add_argument(
-        "--coverage-penalty",
-        type=non_negative_float,
-        default=0.0,
-        help="onnx: GNMT coverage penalty of run.py's beam search (default 0)",
     )
     export.add_argument(
         "--quantize",
@@ -80,7 +70,6 @@ def add_parser(commands):
             default=DEFAULT_LIMITS[name],
             help=f"refuse requests over this many {what} (default {DEFAULT_LIMITS[name]})",
         )
-    add_beam_stop(export)
     export.add_argument(
         "--max-input-length",
         type=positive_int,
@@ -90,6 +79,13 @@ def add_parser(commands):
 
 
 def command(args):
+    settle_search(args)
+    if args.coverage_penalty and args.format != "onnx":
+        raise ZooUserError(
+            f"--coverage-penalty {args.coverage_penalty} (the flag's or the run's): the "
+            f"{args.format} export's beam search has none; pass --coverage-penalty 0, or "
+            "export with --format onnx"
+        )
     out = args.out or os.path.join(args.run_dir, "export", args.format)
     if args.format == "ctranslate2":
         if importlib.util.find_spec("ctranslate2") is None:

@@ -31,11 +31,11 @@ from pathlib import Path
 
 from zoo.arguments import positive_int
 from zoo.cli import progress as progress_line
-from zoo.cli.search_options import add_beam_stop
-from zoo.cli.search_options import add_length_penalty
+from zoo.cli.search_options import add_search_flags
 from zoo.cli.search_options import add_progress_flag
 from zoo.cli.search_options import open_run
 from zoo.cli.search_options import search_settings
+from zoo.cli.search_options import settle_search
 from zoo.cli.errors import UserError
 from zoo.files import check_writable
 from zoo.files import replacing
@@ -63,8 +63,7 @@ def add_parser(commands):
     translate.add_argument(
         "--output", metavar="FILE", help="write the translations there (default: standard output)"
     )
-    translate.add_argument("--beam", type=positive_int, default=1, help="beam width (1: greedy)")
-    add_length_penalty(translate)
+    add_search_flags(translate)
     translate.add_argument(
         "--batch-size", type=positive_int, default=64, help="sentences decoded at once (default 64)"
     )
@@ -82,7 +81,6 @@ def add_parser(commands):
         help="write each line's word alignment there in Pharaoh format ('0-0 1-2 ...': "
         "source-target word indices from the attention's peak)",
     )
-    add_beam_stop(translate)
     translate.add_argument("--plot", help="save the alignment heat map of the first sentence (PNG)")
     add_progress_flag(translate)
 
@@ -93,6 +91,7 @@ def check_arguments(args, error):
         raise error("nothing to translate: give sentences or --input FILE ('-' for standard input)")
     if args.sentences and args.input:
         raise error("give sentences to translate or --input FILE ('-' for standard input), not both")
+    settle_search(args)
     search_settings(args, error)  # --n-best at most --beam
     if args.input and args.input != STDIN and not Path(args.input).is_file():
         raise error(f"input file {args.input!r} does not exist or is not a file")
@@ -222,6 +221,7 @@ def translate(args, translator, error):
                 blank_lines=not args.sentences,
                 beam=args.beam,
                 length_penalty=args.length_penalty,
+                coverage_penalty=args.coverage_penalty,
                 stopping=args.beam_stop,
                 batch_size=batch_size,
                 n_best=args.n_best or 0,

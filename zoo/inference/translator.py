@@ -277,7 +277,14 @@ class Translator:
         return [_join_parts(parts) for parts in decoded]
 
     def evaluate(
-        self, pairs, beam=1, length_penalty=0.6, batch_size=64, progress=None, stopping="early"
+        self,
+        pairs,
+        beam=1,
+        length_penalty=0.6,
+        batch_size=64,
+        progress=None,
+        stopping="early",
+        coverage_penalty=0.0,
     ):
         """BLEU of the translations of `pairs` ((source, reference) tuples).
 
@@ -287,7 +294,7 @@ class Translator:
         tokenizer lowercases (WordPiece) can only produce lowercase text, so
         its cased BLEU is low on cased references; its lowercased BLEU is the
         one to compare with lowercased results.
-        `progress` and `stopping` are `translate`'s.
+        `progress`, `stopping` and `coverage_penalty` are `translate`'s.
 
         Returns a dict with `bleu` (cased) and `bleu_lowercased` (each a
         `zoo.evaluation.bleu.BleuResult`), `by_length` (cased BLEU per
@@ -301,6 +308,7 @@ class Translator:
                 sources,
                 beam=beam,
                 length_penalty=length_penalty,
+                coverage_penalty=coverage_penalty,
                 batch_size=batch_size,
                 progress=progress,
                 stopping=stopping,

@@ -136,6 +136,9 @@ def train(
         "task": task.name,
         "model": {**preset_settings["model"], **task_data.vocabularies},
         "training": training.to_dict(),
+        # What `zoo translate`, `zoo evaluate` and `zoo export` decode with
+        # unless a flag says otherwise.
+        "search": preset_settings["search"],
         "backend": keras.backend.backend(),
         "keras_version": keras.__version__,
         **distributed.describe(strategy, mixed_precision),

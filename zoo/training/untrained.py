@@ -10,7 +10,13 @@ from zoo.tasks import write_run_manifest
 
 
 def write_untrained_run(
-    out, preset, target_tokenizer, source_tokenizer=None, model_overrides=None, training_overrides=None
+    out,
+    preset,
+    target_tokenizer,
+    source_tokenizer=None,
+    model_overrides=None,
+    training_overrides=None,
+    search=None,
 ):
     """A complete run directory of `preset` holding the model's initial weights.
 
@@ -28,6 +34,8 @@ def write_untrained_run(
         model_overrides: optional dict of model config entries (e.g. tiny sizes).
         training_overrides: optional dict of `TrainingConfig` settings (e.g.
             `max_length`, which bounds the inputs the Python API reads).
+        search: optional dict of search settings the run decodes with by
+            default, in place of the preset's.
 
     Returns:
         The run directory, a `Path`.
@@ -55,6 +63,7 @@ def write_untrained_run(
         "task": task.name,
         "model": model,
         "training": training.to_dict(),
+        "search": registry.search_of({"search": search}) if search else settings["search"],
     }
     runs.write_json(out / runs.CONFIG, config)
     runs.save_weights(registry.build_model(config), out / runs.WEIGHTS)
