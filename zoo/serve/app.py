@@ -1,0 +1,171 @@
+"""The Starlette app of `zoo serve`: its routes, and its errors as JSON.
+
+Routes:
+
+    POST /translate                     {"text": [...], "beam", "n_best", "alignments", "length_penalty"}
+    POST /v1/models/NAME:predict        TensorFlow Serving's REST predict: {"instances": [...]}
+    GET  /v1/models/NAME                TensorFlow Serving's model status
+    GET  /v1/models/NAME/metadata, GET /info     the model, the engine and the limits
+    GET  /health
+
+Every refusal is `{"error": "one line"}` with a 4xx status (`payloads`),
+a full queue a 503; the server goes on serving after each.
+"""
+
+import contextlib
+import logging
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from zoo.serve.batcher import DynamicBatcher
+from zoo.serve.batcher import QueueFull
+from zoo.serve.payloads import Limits
+from zoo.serve.payloads import RequestError
+from zoo.serve.payloads import Search
+from zoo.serve.payloads import parse_json
+from zoo.serve.payloads import predict_request
+from zoo.serve.payloads import translate_request
+
+logger = logging.getLogger(__name__)
+
+
+def error_response(status, message):
+    return JSONResponse({"error": message}, status_code=status)
+
+
+async def read_json(request, limits):
+    """The request's JSON object, its body read up to `max_body_bytes`."""
+    declared = request.headers.get("content-length", "")
+    too_large = RequestError(
+        413, f"the body is larger than the limit of {limits.max_body_bytes} bytes (--max-body-bytes)"
+    )
+    if declared.isdigit() and int(declared) > limits.max_body_bytes:
+        raise too_large
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limits.max_body_bytes:
+            raise too_large
+    return parse_json(bytes(body))
+
+
+class Service:
+    """The routes' state: the engine, its batcher, the model's name, the limits."""
+
+    def __init__(self, engine, model_name, limits):
+        self.engine = engine
+        self.model_name = model_name
+        self.limits = limits
+        self.batcher = None
+
+    def decode(self, sentences, search):
+        """The batcher's engine call (in its worker thread)."""
+        return self.engine.translate(
+            sentences,
+            beam=search.beam,
+            n_best=search.n_best,
+            alignments=search.alignments,
+            length_penalty=search.length_penalty,
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app):
+        limits = self.limits
+        self.batcher = DynamicBatcher(
+            self.decode, limits.max_batch, limits.batch_wait_ms / 1000, limits.max_queue
+        )
+        self.batcher.start()
+        try:
+            yield
+        finally:
+            await self.batcher.close()  # after uvicorn has let the requests in flight finish
+
+    def check_model(self, request):
+        name = request.path_params["name"]
+        if name != self.model_name:
+            raise RequestError(404, f"model {name!r} is not served here; this server serves {self.model_name!r}")
+
+    async def translate(self, request):
+        payload = await read_json(request, self.limits)
+        sentences, search = translate_request(payload, self.limits, self.engine.default_beam)
+        results = await self.decoded(sentences, search)
+        return JSONResponse({"translations": results})
+
+    async def predict(self, request):
+        self.check_model(request)
+        payload = await read_json(request, self.limits)
+        sentences = predict_request(payload, self.limits)
+        results = await self.decoded(sentences, Search(self.engine.default_beam))
+        # The outputs of the SavedModel's `translate` signature, by name.
+        return JSONResponse(
+            {"predictions": [{"translation": r["text"], "score": r["score"]} for r in results]}
+        )
+
+    async def decoded(self, sentences, search):
+        try:
+            return await self.batcher.submit(sentences, search)
+        except QueueFull as error:
+            raise RequestError(503, str(error)) from None
+
+    async def model_status(self, request):
+        self.check_model(request)
+        return JSONResponse(
+            {
+                "model_version_status": [
+                    {"version": "1", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
+                ]
+            }
+        )
+
+    async def info(self, request):
+        if "name" in request.path_params:
+            self.check_model(request)
+        return JSONResponse(
+            {"model_name": self.model_name, **self.engine.info(), "limits": self.limits.as_dict()}
+        )
+
+    async def health(self, request):
+        return JSONResponse({"status": "ok"})
+
+
+async def refused(request, error):
+    return error_response(error.status, error.message)
+
+
+async def http_error(request, error):
+    """Starlette's own refusals (an unknown route, a wrong method) as JSON."""
+    if error.status_code == 404:
+        return error_response(404, f"no route {request.url.path}; see GET /info and docs/serving.md")
+    if error.status_code == 405:
+        return error_response(405, f"{request.method} is not allowed on {request.url.path}")
+    return error_response(error.status_code, error.detail)
+
+
+async def server_error(request, error):
+    logger.error("the request to %s failed", request.url.path, exc_info=error)
+    return error_response(500, f"the server failed on this request: {type(error).__name__}: {error}")
+
+
+def create_app(engine, model_name, limits=None):
+    """The app that serves `engine` (see `zoo.serve.engines`) as `model_name`."""
+    service = Service(engine, model_name, limits or Limits())
+    routes = [
+        Route("/translate", service.translate, methods=["POST"]),
+        Route("/v1/models/{name}:predict", service.predict, methods=["POST"]),
+        Route("/v1/models/{name}", service.model_status, methods=["GET"]),
+        Route("/v1/models/{name}/metadata", service.info, methods=["GET"]),
+        Route("/info", service.info, methods=["GET"]),
+        Route("/health", service.health, methods=["GET"]),
+    ]
+    return Starlette(
+        routes=routes,
+        lifespan=service.lifespan,
+        exception_handlers={
+            RequestError: refused,
+            HTTPException: http_error,
+            Exception: server_error,
+        },
+    )
