@@ -28,7 +28,9 @@ def bounded_int(low, high):
     def parse(text):
         value = int(text)
         if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be an int from {low} to {high}; received {text!r}")
+            raise argparse.ArgumentTypeError(
+                f"must be an int from {low} to {high}; received {text!r}"
+            )
         return value
 
     return parse
@@ -40,18 +42,32 @@ def concurrencies(text):
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m zoo.bench.serve_load", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m zoo.bench.serve_load", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("url", help="the server, e.g. http://127.0.0.1:8501")
     parser.add_argument("--data", required=True, help="a UTF-8 file of sentences, one a line")
     parser.add_argument(
-        "--concurrency", type=concurrencies, default=[1, 8, 32], help="clients at once, comma-separated (default 1,8,32)"
+        "--concurrency",
+        type=concurrencies,
+        default=[1, 8, 32],
+        help="clients at once, comma-separated (default 1,8,32)",
     )
     parser.add_argument(
-        "--seconds", type=bounded_int(1, MAX_SECONDS), default=60, help="seconds each concurrency runs (default 60)"
+        "--seconds",
+        type=bounded_int(1, MAX_SECONDS),
+        default=60,
+        help="seconds each concurrency runs (default 60)",
     )
-    parser.add_argument("--beam", type=bounded_int(1, 64), default=1, help="beam of the /translate requests")
-    parser.add_argument("--predict", metavar="NAME", help="send to /v1/models/NAME:predict instead of /translate")
-    parser.add_argument("--pid", type=int, help="the server's process id, to sample its resident memory")
+    parser.add_argument(
+        "--beam", type=bounded_int(1, 64), default=1, help="beam of the /translate requests"
+    )
+    parser.add_argument(
+        "--predict", metavar="NAME", help="send to /v1/models/NAME:predict instead of /translate"
+    )
+    parser.add_argument(
+        "--pid", type=int, help="the server's process id, to sample its resident memory"
+    )
     return parser.parse_args(argv)
 
 

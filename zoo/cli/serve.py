@@ -31,7 +31,9 @@ def add_parser(commands):
         metavar="EXPORT_OR_RUN",
         help="a run directory of `zoo train` or a folder of `zoo export --format onnx`",
     )
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
     serve.add_argument(
         "--port", type=positive_int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})"
     )
@@ -59,7 +61,10 @@ def require_serve_extra():
     """A one-line error naming the extra when its modules are not installed."""
     for module in SERVER_MODULES:
         if importlib.util.find_spec(module) is None:
-            raise UserError(f"`zoo serve` needs {module}, which comes with the serve extra; install it with: {INSTALL_COMMAND}")
+            raise UserError(
+                f"`zoo serve` needs {module}, which comes with the serve extra; "
+                f"install it with: {INSTALL_COMMAND}"
+            )
 
 
 def loads_tensorflow(args):
@@ -78,11 +83,19 @@ def command(args):
 
     if args.batch_wait_ms < 0:
         raise UserError(f"--batch-wait-ms must be >= 0; received {args.batch_wait_ms:g}")
+    if args.max_queue < args.max_sentences:
+        # A request of --max-sentences would otherwise never fit in the queue.
+        raise UserError(
+            f"--max-queue ({args.max_queue}) must be at least --max-sentences "
+            f"({args.max_sentences})"
+        )
     engine = open_engine(args.export_or_run)
     if args.beam is not None:
         engine.default_beam = args.beam
     if engine.default_beam > args.max_beam:
-        raise UserError(f"the default beam {engine.default_beam} is over --max-beam {args.max_beam}")
+        raise UserError(
+            f"the default beam {engine.default_beam} is over --max-beam {args.max_beam}"
+        )
     limits = Limits(**{name: getattr(args, name) for name in Limits().as_dict()})
     name = args.model_name or Path(args.export_or_run).resolve().name
     server.run(create_app(engine, name, limits), args.host, args.port)

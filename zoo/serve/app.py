@@ -2,7 +2,8 @@
 
 Routes:
 
-    POST /translate                     {"text": [...], "beam", "n_best", "alignments", "length_penalty"}
+    POST /translate                     {"text": [...], "beam", "n_best", "alignments",
+                                         "length_penalty"}
     POST /v1/models/NAME:predict        TensorFlow Serving's REST predict: {"instances": [...]}
     GET  /v1/models/NAME                TensorFlow Serving's model status
     GET  /v1/models/NAME/metadata, GET /info     the model, the engine and the limits
@@ -40,7 +41,8 @@ async def read_json(request, limits):
     """The request's JSON object, its body read up to `max_body_bytes`."""
     declared = request.headers.get("content-length", "")
     too_large = RequestError(
-        413, f"the body is larger than the limit of {limits.max_body_bytes} bytes (--max-body-bytes)"
+        413,
+        f"the body is larger than the limit of {limits.max_body_bytes} bytes (--max-body-bytes)",
     )
     if declared.isdigit() and int(declared) > limits.max_body_bytes:
         raise too_large
@@ -86,7 +88,9 @@ class Service:
     def check_model(self, request):
         name = request.path_params["name"]
         if name != self.model_name:
-            raise RequestError(404, f"model {name!r} is not served here; this server serves {self.model_name!r}")
+            raise RequestError(
+                404, f"model {name!r} is not served here; this server serves {self.model_name!r}"
+            )
 
     async def translate(self, request):
         payload = await read_json(request, self.limits)
@@ -115,7 +119,11 @@ class Service:
         return JSONResponse(
             {
                 "model_version_status": [
-                    {"version": "1", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
+                    {
+                        "version": "1",
+                        "state": "AVAILABLE",
+                        "status": {"error_code": "OK", "error_message": ""},
+                    }
                 ]
             }
         )
@@ -138,7 +146,8 @@ async def refused(request, error):
 async def http_error(request, error):
     """Starlette's own refusals (an unknown route, a wrong method) as JSON."""
     if error.status_code == 404:
-        return error_response(404, f"no route {request.url.path}; see GET /info and docs/serving.md")
+        path = request.url.path
+        return error_response(404, f"no route {path}; see GET /info and docs/serving.md")
     if error.status_code == 405:
         return error_response(405, f"{request.method} is not allowed on {request.url.path}")
     return error_response(error.status_code, error.detail)
@@ -146,7 +155,8 @@ async def http_error(request, error):
 
 async def server_error(request, error):
     logger.error("the request to %s failed", request.url.path, exc_info=error)
-    return error_response(500, f"the server failed on this request: {type(error).__name__}: {error}")
+    failure = f"{type(error).__name__}: {error}"
+    return error_response(500, f"the server failed on this request: {failure}")
 
 
 def create_app(engine, model_name, limits=None):

@@ -52,7 +52,9 @@ class DynamicBatcher:
         self._waiting = 0  # sentences in self._jobs
         self._arrived = asyncio.Event()
         self._closing = False
-        self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zoo-serve-engine")
+        self._worker = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="zoo-serve-engine"
+        )
         self._loop_task = None
 
     def start(self):
@@ -127,7 +129,9 @@ class DynamicBatcher:
         sentences = [sentence for job in batch for sentence in job.sentences]
         loop = asyncio.get_running_loop()
         try:
-            results = await loop.run_in_executor(self._worker, self.decode, sentences, batch[0].settings)
+            results = await loop.run_in_executor(
+                self._worker, self.decode, sentences, batch[0].settings
+            )
         except Exception as error:  # each request of the batch gets the failure
             logger.exception("the engine failed on a batch of %d sentences", len(sentences))
             for job in batch:

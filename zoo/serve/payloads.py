@@ -68,7 +68,8 @@ def parse_json(body):
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise RequestError(400, f"the body is not valid JSON: {error}") from None
     if not isinstance(payload, dict):
-        raise RequestError(400, f"the body must be a JSON object; received {type(payload).__name__}")
+        received = type(payload).__name__
+        raise RequestError(400, f"the body must be a JSON object; received {received}")
     return payload
 
 
@@ -78,7 +79,9 @@ def translate_request(payload, limits, default_beam):
     unknown = sorted(set(payload) - set(TRANSLATE_FIELDS))
     if unknown:
         raise RequestError(
-            400, f"unknown field {', '.join(map(repr, unknown))}; the fields are {', '.join(TRANSLATE_FIELDS)}"
+            400,
+            f"unknown field {', '.join(map(repr, unknown))}; "
+            f"the fields are {', '.join(TRANSLATE_FIELDS)}",
         )
     if "text" not in payload:
         raise RequestError(400, 'missing field "text": a list of sentences (strings)')
@@ -96,7 +99,9 @@ def translate_request(payload, limits, default_beam):
         or not math.isfinite(length_penalty)
         or length_penalty < 0
     ):
-        raise RequestError(400, f'"length_penalty" must be a number >= 0; received {length_penalty!r}')
+        raise RequestError(
+            400, f'"length_penalty" must be a number >= 0; received {length_penalty!r}'
+        )
     return sentences, Search(beam, n_best, alignments, length_penalty)
 
 
@@ -119,7 +124,8 @@ def predict_request(payload, limits):
 def checked_sentences(sentences, field, limits):
     """`sentences` if a non-empty list of strings within the limits."""
     if not isinstance(sentences, list):
-        raise RequestError(400, f'"{field}" must be a list of strings; received {type(sentences).__name__}')
+        received = type(sentences).__name__
+        raise RequestError(400, f'"{field}" must be a list of strings; received {received}')
     if not sentences:
         raise RequestError(400, f'"{field}" is empty: send at least one sentence')
     if len(sentences) > limits.max_sentences:
