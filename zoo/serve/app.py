@@ -4,6 +4,7 @@ Routes:
 
     POST /translate                     {"text": [...], "beam", "n_best", "alignments",
                                          "length_penalty"}
+    POST /caption                       {"images": [BASE64, ...], "beam", "length_penalty"}
     POST /v1/models/NAME:predict        TensorFlow Serving's REST predict: {"instances": [...]}
     GET  /v1/models/NAME                TensorFlow Serving's model status
     GET  /v1/models/NAME/metadata, GET /info     the model, the engine and the limits
@@ -13,9 +14,11 @@ Every refusal is `{"error": "one line"}` with a 4xx status (`payloads`),
 a full queue a 503; the server goes on serving after each.
 """
 
+import asyncio
 import contextlib
 import logging
 
+import numpy as np
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
@@ -23,9 +26,14 @@ from starlette.routing import Route
 
 from zoo.serve.batcher import DynamicBatcher
 from zoo.serve.batcher import QueueFull
+from zoo.serve.engines import CAPTIONING
+from zoo.serve.engines import TRANSLATION
+from zoo.serve.images import decode_images
+from zoo.serve.payloads import CaptionSearch
 from zoo.serve.payloads import Limits
 from zoo.serve.payloads import RequestError
 from zoo.serve.payloads import Search
+from zoo.serve.payloads import caption_request
 from zoo.serve.payloads import parse_json
 from zoo.serve.payloads import predict_request
 from zoo.serve.payloads import translate_request
@@ -63,10 +71,15 @@ class Service:
         self.limits = limits
         self.batcher = None
 
-    def decode(self, sentences, search):
-        """The batcher's engine call (in its worker thread)."""
+    def decode(self, inputs, search):
+        """The batcher's engine call (in its worker thread): sentences, or
+        decoded images for a `CaptionSearch`."""
+        if isinstance(search, CaptionSearch):
+            return self.engine.caption(
+                np.stack(inputs), beam=search.beam, length_penalty=search.length_penalty
+            )
         return self.engine.translate(
-            sentences,
+            inputs,
             beam=search.beam,
             n_best=search.n_best,
             alignments=search.alignments,
@@ -92,25 +105,54 @@ class Service:
                 404, f"model {name!r} is not served here; this server serves {self.model_name!r}"
             )
 
+    def check_task(self, task, route):
+        if self.engine.task != task:
+            other = "/translate" if self.engine.task == TRANSLATION else "/caption"
+            raise RequestError(
+                404, f"this server serves a {self.engine.task} model: POST {other}, not {route}"
+            )
+
     async def translate(self, request):
+        self.check_task(TRANSLATION, "/translate")
         payload = await read_json(request, self.limits)
         sentences, search = translate_request(payload, self.limits, self.engine.default_beam)
         results = await self.decoded(sentences, search)
         return JSONResponse({"translations": results})
 
+    async def caption(self, request):
+        self.check_task(CAPTIONING, "/caption")
+        payload = await read_json(request, self.limits)
+        contents, search = caption_request(payload, self.limits, self.engine.default_beam)
+        results = await self.decoded(await self.images(contents), search)
+        return JSONResponse({"captions": results})
+
     async def predict(self, request):
         self.check_model(request)
         payload = await read_json(request, self.limits)
-        sentences = predict_request(payload, self.limits)
-        results = await self.decoded(sentences, Search(self.engine.default_beam))
-        # The outputs of the SavedModel's `translate` signature, by name.
+        captioning = self.engine.task == CAPTIONING
+        inputs = predict_request(payload, self.limits, captioning)
+        if captioning:
+            inputs = await self.images(inputs)
+            search = CaptionSearch(self.engine.default_beam)
+        else:
+            search = Search(self.engine.default_beam)
+        results = await self.decoded(inputs, search)
+        # The outputs of the SavedModel's `translate` or `caption` signature, by name.
+        key = "caption" if captioning else "translation"
         return JSONResponse(
-            {"predictions": [{"translation": r["text"], "score": r["score"]} for r in results]}
+            {"predictions": [{key: r["text"], "score": r["score"]} for r in results]}
         )
 
-    async def decoded(self, sentences, search):
+    async def images(self, contents):
+        """The image files decoded, in a thread: Pillow's decoding and the
+        resize would hold up the event loop."""
+        return list(
+            await asyncio.to_thread(decode_images, contents, self.engine.image_size, self.limits)
+        )
+
+    async def decoded(self, inputs, search):
         try:
-            return await self.batcher.submit(sentences, search)
+            return await self.batcher.submit(inputs, search)
         except QueueFull as error:
             raise RequestError(503, str(error)) from None
 
@@ -164,6 +206,7 @@ def create_app(engine, model_name, limits=None):
     service = Service(engine, model_name, limits or Limits())
     routes = [
         Route("/translate", service.translate, methods=["POST"]),
+        Route("/caption", service.caption, methods=["POST"]),
         Route("/v1/models/{name}:predict", service.predict, methods=["POST"]),
         Route("/v1/models/{name}", service.model_status, methods=["GET"]),
         Route("/v1/models/{name}/metadata", service.info, methods=["GET"]),

