@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -112,8 +113,20 @@ def run_dir(tmp_path_factory):
     return write_tiny_run(tmp_path_factory.mktemp("serve") / "run")
 
 
+def summary(output):
+    """Text, score and n-best texts of a model's `Translation` or `Caption`,
+    or of the server's answer for one."""
+    if isinstance(output, dict):
+        n_best = [h["text"] for h in output.get("n_best", [])]
+        return output["text"], pytest.approx(output["score"], abs=1e-4), n_best
+    return output.text, output.score, [h.text for h in getattr(output, "n_best", None) or []]
+
+
+PHARAOH = re.compile(r"(\d+-\d+( \d+-\d+)*)?")
+
+
 @pytest.mark.parametrize("kind", ["run", "onnx"])
-def test_translate_and_predict_answer_the_engines_own_translations(run_dir, kind):
+def test_translate_and_predict_answer_the_models_own_translations(run_dir, kind):
     path = run_dir
     if kind == "onnx":
         from zoo.export import onnx_export
@@ -121,8 +134,8 @@ def test_translate_and_predict_answer_the_engines_own_translations(run_dir, kind
         path = onnx_export.export_onnx(run_dir, run_dir.parent / "onnx")
     engine = open_engine(path)
     assert engine.name == kind
-    direct = engine.translate(SENTENCES, beam=2, n_best=2, alignments=True)
-    greedy = engine.translate(SENTENCES)
+    beam_search = engine.model.translate(SENTENCES, beam=2, n_best=2, length_penalty=0.6)
+    greedy = engine.model.translate(SENTENCES, beam=1)
     with serving(engine, model_name="tiny") as url:
         translated = httpx.post(
             f"{url}/translate", json={"text": SENTENCES, "beam": 2, "n_best": 2, "alignments": True}
@@ -134,11 +147,14 @@ def test_translate_and_predict_answer_the_engines_own_translations(run_dir, kind
         status = httpx.get(f"{url}/v1/models/tiny")
         info = httpx.get(f"{url}/v1/models/tiny/metadata")
     assert translated.status_code == 200, translated.text
-    assert translated.json() == {"translations": direct}
-    assert all("n_best" in t and "alignment" in t for t in direct)
-    expected = {"predictions": [{"translation": t["text"], "score": t["score"]} for t in greedy]}
-    assert predicted.json() == expected
-    assert objects.json() == expected
+    answers = translated.json()["translations"]
+    assert [summary(a) for a in answers] == [summary(t) for t in beam_search]
+    assert all(PHARAOH.fullmatch(a["alignment"]) for a in answers), answers
+    for response in (predicted, objects):
+        predictions = response.json()["predictions"]
+        assert [p["translation"] for p in predictions] == [t.text for t in greedy]
+        scores = [p["score"] for p in predictions]
+        assert scores == pytest.approx([t.score for t in greedy], abs=1e-4)
     assert status.json()["model_version_status"][0]["state"] == "AVAILABLE"
     assert info.json()["engine"] == kind and info.json()["recipe"] == "rnnsearch"
     assert info.json()["limits"]["max_queue"] == Limits().max_queue
@@ -170,7 +186,7 @@ def png(side, seed):
 
 
 @pytest.mark.parametrize("kind", ["run", "onnx"])
-def test_caption_and_predict_answer_the_engines_own_captions(tmp_path, kind):
+def test_caption_and_predict_answer_the_models_own_captions(tmp_path, kind):
     path = write_tiny_captioning_run(tmp_path / "run")
     if kind == "onnx":
         from zoo.export import onnx_export
@@ -179,9 +195,17 @@ def test_caption_and_predict_answer_the_engines_own_captions(tmp_path, kind):
     engine = open_engine(path)
     assert engine.task == "captioning"
     files = [png(20, seed) for seed in range(3)]
-    limits = Limits(max_image_side=64)
-    direct = engine.caption(decode_images(files, engine.image_size, limits), beam=2)
-    greedy = engine.caption(decode_images(files, engine.image_size, limits))
+    images = decode_images(files, engine.image_size, Limits(max_image_side=64))
+    beam_search = engine.model.caption(images, beam=2, length_penalty=0.6)
+    greedy = engine.model.caption(images, beam=1)
+    beams = []  # what reaches the engine: the outputs of beams 1 and 2 may coincide
+    caption = engine.caption
+
+    def recording(images, **search):
+        beams.append(search["beam"])
+        return caption(images, **search)
+
+    engine.caption = recording
     encoded = [base64.b64encode(f).decode() for f in files]
     with serving(engine, model_name="tiny", max_image_side=64) as url:
         captioned = httpx.post(f"{url}/caption", json={"images": encoded, "beam": 2})
@@ -194,10 +218,11 @@ def test_caption_and_predict_answer_the_engines_own_captions(tmp_path, kind):
         too_large = httpx.post(f"{url}/caption", json={"images": [{"b64": large}]})
         translate = httpx.post(f"{url}/translate", json={"text": ["a cat"]})
     assert captioned.status_code == 200, captioned.text
-    assert captioned.json() == {"captions": direct}
-    assert predicted.json() == {
-        "predictions": [{"caption": c["text"], "score": c["score"]} for c in greedy]
-    }
+    assert [summary(c) for c in captioned.json()["captions"]] == [summary(c) for c in beam_search]
+    predictions = predicted.json()["predictions"]
+    assert [p["caption"] for p in predictions] == [c.text for c in greedy]
+    assert [p["score"] for p in predictions] == pytest.approx([c.score for c in greedy], abs=1e-4)
+    assert beams == [2, engine.default_beam]
     assert broken.status_code == 400 and "base64" in broken.json()["error"]
     assert not_an_image.status_code == 400 and "image 0" in not_an_image.json()["error"]
     assert too_large.status_code == 413 and "--max-image-side 64" in too_large.json()["error"]
