@@ -18,9 +18,10 @@ def add_parser(commands):
 
     serve = commands.add_parser(
         "serve",
-        help="serve a run or an ONNX export over HTTP (translation)",
+        help="serve a run or an ONNX export over HTTP (translation, captioning)",
         description="Serve translations over HTTP: POST /translate {\"text\": [...], \"beam\": K, "
-        "\"n_best\": N, \"alignments\": true}, TensorFlow Serving's POST /v1/models/NAME:predict "
+        "\"n_best\": N, \"alignments\": true} (captions: POST /caption {\"images\": [BASE64]}), "
+        "TensorFlow Serving's POST /v1/models/NAME:predict "
         "{\"instances\": [...]} and GET /v1/models/NAME, GET /info and GET /health. Requests that "
         "arrive together with the same search settings are decoded in one batch. A request over "
         "a limit gets a 4xx JSON error {\"error\": ...}, a full queue a 503. SIGTERM lets the "
@@ -43,7 +44,8 @@ def add_parser(commands):
     serve.add_argument(
         "--beam",
         type=positive_int,
-        help="beam width of predict requests and of /translate requests that give none "
+        help="beam width of predict requests and of /translate and /caption requests that "
+        "give none "
         "(default: 1 for a run, the export's beam for an ONNX folder)",
     )
     defaults = Limits()

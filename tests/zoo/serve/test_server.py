@@ -229,6 +229,13 @@ def test_caption_and_predict_answer_the_models_own_captions(tmp_path, kind):
     assert translate.status_code == 404 and "/caption" in translate.json()["error"]
 
 
+def test_the_image_limits_default_to_the_exports():
+    from zoo.export.onnx_runner import DEFAULT_LIMITS
+
+    assert Limits().max_image_bytes == DEFAULT_LIMITS["max_image_bytes"]
+    assert Limits().max_image_side == DEFAULT_LIMITS["max_image_side"]
+
+
 # (what is sent, the status, words the error names)
 BAD_REQUESTS = [
     ("POST", "/translate", b'{"text": ["a cat"', 400, ["not valid JSON"]),
