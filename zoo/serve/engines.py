@@ -21,6 +21,7 @@ from pathlib import Path
 
 from zoo import runs
 from zoo.errors import ZooUserError
+from zoo.export.onnx_runner import layout as onnx_layout
 
 TRANSLATION = "translation"
 CAPTIONING = "captioning"
@@ -51,7 +52,9 @@ def result(translation, n_best, alignment):
 
 
 class Engine:
-    """A translation model that the server decodes with (see the module)."""
+    """A translation or captioning model that the server decodes with (see
+    the module); a subclass sets the class attributes and `_translate`,
+    `_caption`, `_alignment`."""
 
     kind = "a model"
     markers = ()
@@ -158,7 +161,7 @@ class OnnxEngine(Engine):
 
     name = "onnx"
     kind = "an ONNX export folder"
-    markers = ("manifest.json", "encoder.onnx")
+    markers = (onnx_layout.MANIFEST, onnx_layout.ENCODER)
 
     def __init__(self, path):
         from zoo.export import onnx_runner

@@ -29,6 +29,7 @@ import uvicorn
 from cli_checks import assert_one_line_error
 from cli_checks import run_cli
 
+from zoo import cli
 from zoo.serve.app import create_app
 from zoo.serve.engines import open_engine
 from zoo.serve.images import decode_images
@@ -157,6 +158,10 @@ def test_translate_and_predict_answer_the_models_own_translations(run_dir, kind)
         assert scores == pytest.approx([t.score for t in greedy], abs=1e-4)
     assert status.json()["model_version_status"][0]["state"] == "AVAILABLE"
     assert info.json()["engine"] == kind and info.json()["recipe"] == "rnnsearch"
+    # The command line loads TensorFlow for a run only (an export needs onnxruntime alone).
+    assert cli.imports_tensorflow(cli.build_parser().parse_args(["serve", str(path)])) == (
+        kind == "run"
+    )
     assert info.json()["limits"]["max_queue"] == Limits().max_queue
 
 
@@ -325,7 +330,8 @@ SERVER_SCRIPT = textwrap.dedent(
     """
     import sys, time
     from zoo.serve import server
-    from zoo.serve.app import create_app
+    from zoo import cli
+from zoo.serve.app import create_app
 
     class SlowEngine:
         default_beam = 1
