@@ -32,7 +32,7 @@ class Limits:
         return asdict(self)
 
 
-# What each limit bounds, for `zoo serve --help` and the docs.
+# What each limit bounds, for `zoo serve --help`.
 LIMIT_HELP = {
     "max_body_bytes": "the most bytes of a request body; over it: 413",
     "max_sentences": "the most sentences (or images) a request; over it: 413",
@@ -40,9 +40,9 @@ LIMIT_HELP = {
     "max_image_bytes": "captioning: the most bytes of an image file; over it: 413",
     "max_image_side": "captioning: the most pixels of an image's longer side; over it: 413",
     "max_beam": "the widest beam a request may ask for; over it: 400",
-    "max_batch": "the most sentences decoded in one engine call",
+    "max_batch": "the most sentences (or images) decoded in one engine call",
     "batch_wait_ms": "how long the first request of a batch waits for others, in milliseconds",
-    "max_queue": "the most sentences waiting to be decoded; over it: 503",
+    "max_queue": "the most sentences (or images) waiting to be decoded; over it: 503",
 }
 
 
