@@ -330,8 +330,7 @@ SERVER_SCRIPT = textwrap.dedent(
     """
     import sys, time
     from zoo.serve import server
-    from zoo import cli
-from zoo.serve.app import create_app
+    from zoo.serve.app import create_app
 
     class SlowEngine:
         default_beam = 1
