@@ -11,7 +11,9 @@ An engine is a class with:
 - `caption(images, beam, length_penalty)`: one `{"text", "score"}` per
   image (float32 `[N, S, S, 3]`, `image_size` S), for a captioning model;
 - `info()`: what `GET /info` reports of the model;
-- `default_beam`: the beam of a request that names none.
+- `default_beam`: the beam of a request that names none;
+- `extras`: which of "n_best" and "alignments" its translations can carry
+  (a request for another is refused before it is queued).
 
 Adding one (a CTranslate2 folder, say) is one subclass of `Engine` and its
 entry in `ENGINES`.
@@ -59,6 +61,7 @@ class Engine:
     kind = "a model"
     markers = ()
     name = None
+    extras = ("n_best", "alignments")
 
     @classmethod
     def matches(cls, path):

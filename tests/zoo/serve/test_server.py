@@ -46,8 +46,10 @@ class StubEngine:
     score, after `delay` seconds a call; records each call's `(sentence
     count, beam)`."""
 
+    name = "stub"
     default_beam = 1
     task = "translation"
+    extras = ("n_best",)
 
     def __init__(self, delay=0.0):
         self.delay = delay
@@ -253,6 +255,7 @@ BAD_REQUESTS = [
     ("POST", "/translate", {"text": "a cat", "beam": 2, "n_best": 3}, 400, ['"n_best"', "0 to 2"]),
     ("POST", "/translate", {"text": "a cat", "alignments": "yes"}, 400, ['"alignments"']),
     ("POST", "/translate", {"text": "a cat", "length_penalty": -1}, 400, ['"length_penalty"', ">= 0"]),
+    ("POST", "/translate", {"text": "a cat", "alignments": True}, 400, ["stub engine", "alignments"]),
     ("POST", "/translate", {"text": [1]}, 400, ['"text"[0]', "string"]),
     ("POST", "/translate", {"text": []}, 400, ['"text" is empty']),
     ("POST", "/translate", {"text": ["a"] * 4}, 413, ["4 sentences", "limit of 3", "--max-sentences"]),
