@@ -15,6 +15,7 @@
     zoo translate DIR --input FILE|- [--output FILE] [--n-best K] [--alignments FILE]
     zoo caption DIR image.png [--beam K] [--beam-stop early|exact] [--plot out.png]
     zoo export DIR [--format saved_model|onnx] [--out PATH] [--beam K] [--beam-stop early|exact]
+    zoo serve EXPORT_OR_RUN [--host 127.0.0.1] [--port N] [--model-name NAME] [--max-batch N] ...
     zoo bench [layers|decode|train|export|all] [--backend B] [--out results.json]
     zoo demo [--layers]
 
@@ -42,6 +43,7 @@ from zoo.cli import demo
 from zoo.cli import evaluate
 from zoo.cli import export
 from zoo.cli import list_presets
+from zoo.cli import serve
 from zoo.cli import train
 from zoo.cli import translate
 from zoo.cli.errors import USER_ERROR
@@ -70,6 +72,7 @@ def build_parser():
     translate.add_parser(commands)
     caption.add_parser(commands)
     export.add_parser(commands)
+    serve.add_parser(commands)
     bench.add_parser(commands)
     demo.add_parser(commands)
     return parser
@@ -98,6 +101,7 @@ COMMANDS = {
     "translate": translate.command,
     "caption": caption.command,
     "export": export.command,
+    "serve": serve.command,
     "bench": command_bench,
     "demo": demo.command,
 }
@@ -119,6 +123,8 @@ def imports_tensorflow(args):
     runs on its TensorFlow backend (the default when KERAS_BACKEND is unset)."""
     if args.command == "list":
         return False
+    if args.command == "serve":
+        return serve.loads_tensorflow(args)  # an ONNX export is served without it
     if needs_tensorflow_extra(args):
         return True
     return (
