@@ -116,8 +116,19 @@ class Service:
         self.check_task(TRANSLATION, "/translate")
         payload = await read_json(request, self.limits)
         sentences, search = translate_request(payload, self.limits, self.engine.default_beam)
+        self.check_extras(search)
         results = await self.decoded(sentences, search)
         return JSONResponse({"translations": results})
+
+    def check_extras(self, search):
+        """Refuses, before queueing, an extra the engine's translations
+        can't carry (the CTranslate2 runner gives neither)."""
+        asked = {"n_best": search.n_best > 0, "alignments": search.alignments}
+        for extra, wanted in asked.items():
+            if wanted and extra not in self.engine.extras:
+                raise RequestError(
+                    400, f"the {self.engine.name} engine gives no {extra}; leave \"{extra}\" out"
+                )
 
     async def caption(self, request):
         self.check_task(CAPTIONING, "/caption")
