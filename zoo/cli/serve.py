@@ -45,7 +45,8 @@ def add_parser(commands):
         "--beam",
         type=positive_int,
         help="beam width of predict requests and of /translate and /caption requests that "
-        "give none (default: 1 for a run, the export's beam for an ONNX folder)",
+        "give none (default: the run's search settings for a run, the export's beam for an "
+        "export folder)",
     )
     defaults = Limits()
     for name, what in LIMIT_HELP.items():

@@ -15,14 +15,14 @@ An engine is a class with:
 - `extras`: which of "n_best" and "alignments" its translations can carry
   (a request for another is refused before it is queued).
 
-Adding one (a CTranslate2 folder, say) is one subclass of `Engine` and its
-entry in `ENGINES`.
+Adding one is one subclass of `Engine` and its entry in `ENGINES`.
 """
 
 from pathlib import Path
 
 from zoo import runs
 from zoo.errors import ZooUserError
+from zoo.export.ctranslate2_runner import layout as ct2_layout
 from zoo.export.onnx_runner import layout as onnx_layout
 
 TRANSLATION = "translation"
@@ -117,17 +117,17 @@ class Engine:
 
 
 class RunEngine(Engine):
-    """A run directory of `zoo train`, through `zoo.load` (Keras)."""
+    """A run directory of `zoo train`, through `zoo.load` (Keras); a request
+    that names no beam or length penalty gets the run's own (its preset's
+    search settings, as `zoo translate`'s)."""
 
     name = "run"
     kind = "a run directory"
     markers = (runs.CONFIG, runs.WEIGHTS)
-    default_beam = 1
-    # `Translator.translate`'s own default.
-    default_length_penalty = 0.6
 
     def __init__(self, path):
         from zoo import extras
+        from zoo import registry
 
         extras.require()  # zoo.load reads the run with the TensorFlow stack
         import zoo
@@ -136,6 +136,9 @@ class RunEngine(Engine):
         super().__init__(model, TRANSLATION if hasattr(model, "translate") else CAPTIONING)
         self.recipe = model.config.get("recipe")
         self.preset = model.config.get("preset")
+        search = registry.search_of(model.config)
+        self.default_beam = search["beam"]
+        self.default_length_penalty = search["length_penalty"]
 
     def _translate(self, sentences, beam, n_best, length_penalty):
         if length_penalty is None:
@@ -205,8 +208,51 @@ class OnnxEngine(Engine):
         return pharaoh_alignment(translation)
 
 
-# Tried in order; a run directory also holds a manifest.json, never an encoder.onnx.
-ENGINES = (RunEngine, OnnxEngine)
+class CTranslate2Engine(Engine):
+    """A CTranslate2 export folder of `zoo export --format ctranslate2`,
+    through its runner (`zoo.export.ctranslate2_runner`: ctranslate2 and
+    sentencepiece, no Keras). Its translations carry neither n-best lists
+    nor alignments, and its length penalty is CTranslate2's (docs/serving.md)."""
+
+    name = "ctranslate2"
+    kind = "a CTranslate2 export folder"
+    markers = (ct2_layout.MANIFEST, ct2_layout.MODEL_FILES[0])
+    extras = ()
+
+    def __init__(self, path):
+        from zoo.export import ctranslate2_runner
+
+        try:
+            model = ctranslate2_runner.load(path)
+        except ImportError:
+            raise EngineError(
+                f"{str(path)!r} is a CTranslate2 export, which needs ctranslate2: "
+                'pip install "keras-attention-zoo[ctranslate2]"'
+            ) from None
+        except ctranslate2_runner.RunnerError as error:
+            raise EngineError(str(error)) from None
+        super().__init__(model, TRANSLATION)
+        self.recipe = model.manifest.get("recipe")
+        self.preset = model.manifest.get("preset")
+        self.default_beam = model.search["beam"]
+
+    def _translate(self, sentences, beam, n_best, length_penalty):
+        return self.model.translate(sentences, beam=beam, length_penalty=length_penalty)
+
+    def info(self):
+        return {
+            "engine": self.name,
+            "task": self.task,
+            "recipe": self.recipe,
+            "preset": self.preset,
+            "default_beam": self.default_beam,
+            "max_source_pieces": self.model.manifest["training_max_length"],
+        }
+
+
+# Tried in order; a run directory also holds a manifest.json, never an
+# encoder.onnx nor a model.bin.
+ENGINES = (RunEngine, OnnxEngine, CTranslate2Engine)
 
 
 def engine_class(path):

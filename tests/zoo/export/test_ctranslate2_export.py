@@ -329,3 +329,19 @@ def test_a_folder_without_manifest_is_refused_naming_the_export(tmp_path):
     assert "\n" not in str(error.value)
     assert "manifest.json" in str(error.value)
     assert "zoo export RUN_DIR --format ctranslate2" in str(error.value)
+
+
+def test_zoo_serve_serves_the_folder_with_the_runners_translations(exports):
+    from zoo.serve import engines
+
+    exported = exports(SHARED_EMBEDDINGS)
+    engine = engines.open_engine(exported.out)
+    assert isinstance(engine, engines.CTranslate2Engine)
+    assert engine.extras == () and engine.info()["engine"] == "ctranslate2"
+    # The export's defaults: beam 2 and its length penalty.
+    expected = exported.runner.translate(SENTENCES)
+    served = engine.translate(SENTENCES)
+    assert [answer["text"] for answer in served] == [t.text for t in expected]
+    np.testing.assert_allclose(
+        [answer["score"] for answer in served], [t.score for t in expected], atol=TOLERANCE
+    )
