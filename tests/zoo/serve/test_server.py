@@ -116,6 +116,14 @@ def run_dir(tmp_path_factory):
     return write_tiny_run(tmp_path_factory.mktemp("serve") / "run")
 
 
+@pytest.fixture(scope="module")
+def onnx_dir(run_dir):
+    """The tiny run's ONNX export, named as docs/serving.md's example is."""
+    from zoo.export import onnx_export
+
+    return onnx_export.export_onnx(run_dir, run_dir.parent / "rnnsearch_onnx")
+
+
 def summary(output):
     """Text, score and n-best texts of a model's `Translation` or `Caption`,
     or of the server's answer for one."""
@@ -129,12 +137,8 @@ PHARAOH = re.compile(r"(\d+-\d+( \d+-\d+)*)?")
 
 
 @pytest.mark.parametrize("kind", ["run", "onnx"])
-def test_translate_and_predict_answer_the_models_own_translations(run_dir, kind):
-    path = run_dir
-    if kind == "onnx":
-        from zoo.export import onnx_export
-
-        path = onnx_export.export_onnx(run_dir, run_dir.parent / "onnx")
+def test_translate_and_predict_answer_the_models_own_translations(run_dir, onnx_dir, kind):
+    path = onnx_dir if kind == "onnx" else run_dir
     engine = open_engine(path)
     assert engine.name == kind
     beam_search = engine.model.translate(SENTENCES, beam=2, n_best=2, length_penalty=0.6)
@@ -409,3 +413,35 @@ def test_without_the_serve_extra_zoo_serve_names_it(capsys, monkeypatch, tmp_pat
     monkeypatch.setattr(importlib.util, "find_spec", without_uvicorn)
     code, _, err = run_cli(capsys, "serve", str(tmp_path))
     assert_one_line_error(code, err, "uvicorn", 'pip install "keras-attention-zoo[serve]"')
+
+
+SERVING_DOCS = Path(__file__).resolve().parents[3] / "docs" / "serving.md"
+
+
+def documented_curl_calls():
+    """The curl commands of docs/serving.md's `zoo serve` section that
+    translate or ask about the model (not those that send an image file),
+    continuation lines joined and trailing comments cut."""
+    section = SERVING_DOCS.read_text().split("## `zoo serve`", 1)[1].split("\n## ", 1)[0]
+    calls = []
+    for block in re.findall(r"```bash\n(.*?)```", section, re.DOTALL):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = re.sub(r"\s+#.*$", "", line).strip()
+            if line.startswith("curl ") and "base64" not in line:
+                calls.append(line)
+    return calls
+
+
+def test_the_documented_curl_calls_get_their_answers(onnx_dir):
+    calls = documented_curl_calls()
+    assert len(calls) >= 7, calls
+    with serving(open_engine(onnx_dir), model_name=onnx_dir.name) as url:
+        for call in calls:
+            done = subprocess.run(
+                call.replace("http://127.0.0.1:8501", url),
+                shell=True, capture_output=True, text=True, timeout=60,
+            )
+            assert done.returncode == 0, (call, done.stderr)
+            answer = json.loads(done.stdout)
+            # The limits' example shows a refusal; every other call an answer.
+            assert ("error" in answer) == ('"beam": 99' in call), (call, answer)
