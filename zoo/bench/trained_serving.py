@@ -4,10 +4,14 @@ run side by side on a test set.
     zoo bench export --run DIR [--data SOURCE,REFERENCE] [--limit N] [--beam K]
                      [--length-penalty A] [--out result.json]
 
-Four sides: the Keras Python API (`zoo.load(DIR).translate`), the
+The sides: the Keras Python API (`zoo.load(DIR).translate`), the
 SavedModel's `translate` signature, the ONNX folder's runner in float32, and
-the same with `--quantize int8`. The run is exported to a temporary folder
-for each, with the same search (greedy, or beam K with the length penalty).
+the same with `--quantize int8`; for a Transformer run with a SentencePiece
+vocabulary, where ctranslate2 is installed, also the CTranslate2 folder's
+runner in float32 and int8 (at CTranslate2's default threads). The run is
+exported to a temporary folder for each, with the same search (greedy, or
+beam K with the length penalty; CTranslate2's length penalty divides by
+length ** A, not GNMT's ((5 + length) / 6) ** A, see docs/serving.md).
 
 Each side runs in a child process of its own, so that its peak resident
 memory (`ru_maxrss`) is that of a process serving it and nothing else: the
@@ -34,6 +38,7 @@ from pathlib import Path
 # module), so it imports nothing of the package at the top: an ONNX side's
 # child loads only the runner of the export folder, numpy and onnxruntime.
 SIDES = ("Keras", "SavedModel", "ONNX float32", "ONNX int8")
+CTRANSLATE2_SIDES = ("CTranslate2 float32", "CTranslate2 int8")
 BATCH_SIZES = (1, 32)
 # Batch 1 runs one request a sentence: the first this many sentences.
 BATCH_1_SENTENCES = 100
@@ -90,8 +95,17 @@ def bench_trained_serving(run_dir, data=None, limit=None, beam=1, length_penalty
         saved_model.export_saved_model(run_dir, exports["SavedModel"], **search)
         onnx_export.export_onnx(run_dir, exports["ONNX float32"], **search)
         onnx_export.export_onnx(run_dir, exports["ONNX int8"], quantize="int8", **search)
+        sides = SIDES + (CTRANSLATE2_SIDES if _ctranslate2_serves(config) else ())
+        if _ctranslate2_serves(config):
+            from zoo.export import ctranslate2_export
+
+            for side, quantize in zip(CTRANSLATE2_SIDES, (None, "int8")):
+                exports[side] = folder / side.replace(" ", "_")
+                ctranslate2_export.export_ctranslate2(
+                    run_dir, exports[side], quantize=quantize, **search
+                )
         keras_translations = None
-        for side in SIDES:
+        for side in sides:
             log(f"zoo bench export --run: {side} on {len(sources)} sentences")
             child = _serve_in_child(side, exports[side], folder, search)
             keras_translations = keras_translations or child["translations"]
@@ -129,6 +143,23 @@ def bench_trained_serving(run_dir, data=None, limit=None, beam=1, length_penalty
     }
 
 
+def _ctranslate2_serves(config):
+    """Whether the run exports to CTranslate2 here: a Transformer with a
+    SentencePiece vocabulary, and ctranslate2 installed."""
+    import importlib.util
+
+    from zoo.errors import ZooUserError
+    from zoo.export import ctranslate2_export
+
+    if importlib.util.find_spec("ctranslate2") is None:
+        return False
+    try:
+        ctranslate2_export.check_exportable(config)
+    except ZooUserError:
+        return False
+    return True
+
+
 def _serve_in_child(side, path, folder, search):
     """Runs `serve_side` in a child process; returns its report."""
     out = folder / "side.json"
@@ -157,7 +188,7 @@ def _size_mib(path, side):
 def _translator(side, path, search):
     """`translate(sentences) -> texts` of one side, one request a call;
     only what the side needs is imported."""
-    if side.startswith("ONNX"):
+    if side.startswith(("ONNX", "CTranslate2")):
         sys.path.insert(0, str(path))
         import run  # the folder's runner, as a server that copied the folder runs it
 

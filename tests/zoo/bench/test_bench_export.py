@@ -62,3 +62,15 @@ def test_bench_export_run_serves_each_side_in_a_process_of_its_own(tmp_path, cap
     assert sides["ONNX float32"]["same_translations_as_keras"]
     assert sides["ONNX float32"]["peak_rss_mib"] < sides["Keras"]["peak_rss_mib"] / 2
     assert results["sentences"] == 5 and "--run" in results["command"]
+
+
+@pytest.mark.tensorflow_only
+def test_bench_export_run_adds_the_ctranslate2_sides_for_a_sentencepiece_transformer():
+    from zoo.bench.trained_serving import _ctranslate2_serves
+
+    def config(recipe, tokenizer):
+        return {"recipe": recipe, "training": {"tokenizer": tokenizer}}
+
+    assert _ctranslate2_serves(config("transformer", "sentencepiece"))
+    assert not _ctranslate2_serves(config("transformer", "wordpiece"))
+    assert not _ctranslate2_serves(config("rnnsearch", "sentencepiece"))
