@@ -63,6 +63,7 @@ def measure(preset, data, train_size, epochs, folder, jit_compile=None):
         "step_over_whole_run": round(step["tokens_per_second"] / whole, 2),
         "batch_shapes": step["shapes"],
         "first_step_extra_seconds": step["first_step_extra_seconds"],
+        "per_shape": step["per_shape"],
     }
 
 
@@ -87,15 +88,16 @@ def step_speed(config, run):
     task_data = task.prepare_data(
         training, task.load_splits(training), run, fixed_shapes=pads_to_fixed_shapes(jit)
     )
-    batches, counts, tokens = {}, collections.Counter(), 0
+    batches, counts, shape_tokens = {}, collections.Counter(), collections.Counter()
     for inputs, targets in task_data.train_data(range(1)).as_numpy_iterator():
         shape = tuple(value.shape for value in (*inputs.values(), targets))
         batches.setdefault(shape, (inputs, targets))
         counts[shape] += 1
-        tokens += int(np.sum(targets != PAD_ID))
+        shape_tokens[shape] += int(np.sum(targets != PAD_ID))
+    tokens = sum(shape_tokens.values())
     keras.utils.set_random_seed(training.seed)
     model = loop.compiled_model(config, training, jit, task_data.batches_per_epoch)
-    seconds, extra = 0.0, 0.0
+    seconds, extra, per_shape = 0.0, 0.0, []
     for shape, (inputs, targets) in batches.items():
         first = _seconds(lambda: model.train_on_batch(inputs, targets))
         typical = statistics.median(
@@ -103,11 +105,21 @@ def step_speed(config, run):
         )
         seconds += counts[shape] * typical
         extra += first - typical
+        per_shape.append(
+            {
+                "target_shape": list(shape[-1]),
+                "batches": counts[shape],
+                "target_tokens": shape_tokens[shape],
+                "step_seconds": round(typical, 4),
+                "first_step_seconds": round(first, 2),
+            }
+        )
     return {
         "jit_compile": jit,
         "tokens_per_second": round(tokens / seconds, 1),
         "shapes": len(batches),
         "first_step_extra_seconds": round(extra, 1),
+        "per_shape": per_shape,
     }
 
 
