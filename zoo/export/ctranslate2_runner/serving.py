@@ -19,6 +19,10 @@ MAX_LENGTH_RATIO = 1.5
 MAX_LENGTH_OFFSET = 10
 # Sentences translated at once unless asked otherwise, as the Python API's.
 DEFAULT_BATCH_SIZE = 64
+# One thread per translation unless asked otherwise: CTranslate2's default
+# (a thread per core, up to 4) ran int8 several times slower on the 2-core
+# machines measured (docs/performance.md, "`zoo serve` under load").
+DEFAULT_THREADS = {"inter_threads": 1, "intra_threads": 1}
 
 
 class Translation(NamedTuple):
@@ -42,7 +46,8 @@ class Translator:
     Args:
         folder: the export folder (`zoo export RUN_DIR --format ctranslate2`).
         **options: `ctranslate2.Translator` options (`device`,
-            `inter_threads`, `intra_threads`, `compute_type`, ...).
+            `inter_threads`, `intra_threads`, `compute_type`, ...); the
+            threads default to `DEFAULT_THREADS`.
     """
 
     def __init__(self, folder, **options):
@@ -52,7 +57,9 @@ class Translator:
         folder = Path(folder)
         self.manifest = read_manifest(folder)
         try:
-            self._translator = ctranslate2.Translator(str(folder), **options)
+            self._translator = ctranslate2.Translator(
+                str(folder), **{**DEFAULT_THREADS, **options}
+            )
         except (RuntimeError, ValueError) as error:
             message = str(error).splitlines()[0] if str(error) else type(error).__name__
             raise ExportFolderError(
